@@ -1,0 +1,75 @@
+// The sqllock command's subcommands, their options and the exit codes they share.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sqllock/client.hpp"
+
+namespace sqllock_cli {
+
+/// Exit codes (sysexits.h values where the contract names them). `run` otherwise exits with CMD's code.
+namespace exit_code {
+inline constexpr int ok = 0;
+inline constexpr int failure = 1;         ///< an error outside the contract's cases
+inline constexpr int usage = 64;          ///< EX_USAGE: bad flag, duration, name or URL
+inline constexpr int unavailable = 69;    ///< EX_UNAVAILABLE: database unreachable or schema missing
+inline constexpr int software = 70;       ///< EX_SOFTWARE: an unexpected internal error
+inline constexpr int not_acquired = 75;   ///< EX_TEMPFAIL: lock not acquired within --wait
+inline constexpr int lease_lost = 76;     ///< the lease was lost while CMD ran
+inline constexpr int cannot_execute = 126;
+inline constexpr int command_not_found = 127;
+}  // namespace exit_code
+
+/// Options every subcommand takes.
+struct common_options {
+  std::string url;  ///< --url, else $SQLLOCK_URL, else sqlite:sqllock.db (resolved by resolve_url)
+  int verbosity = 0;
+};
+
+struct migrate_options {
+  // Room for a later `--dir DIR` (user migrations): add the field here and apply after ours.
+};
+
+struct run_options {
+  std::string name;
+  std::chrono::milliseconds ttl{30000};
+  std::chrono::milliseconds wait{0};
+  std::chrono::milliseconds grace{10000};
+  std::optional<std::string> holder;
+  std::vector<std::string> command;
+};
+
+struct status_options {
+  bool json = false;
+};
+
+struct release_options {
+  std::string name;
+  bool force = false;
+};
+
+/// The URL to use: `--url` if given, else $SQLLOCK_URL, else "sqlite:sqllock.db".
+std::string resolve_url(const std::string& flag_value);
+
+/// Client options with the log callback writing warnings and errors (and more with -v) to stderr.
+sqllock::client_options make_client_options(const common_options& common);
+
+/// Parse and check the URL, returning its redacted form (safe to print). Throws invalid_argument.
+std::string checked_redacted_url(const std::string& url);
+
+/// Print "sqllock: <message>" to stderr as one write.
+void print_error(const std::string& message);
+
+int run_migrate(const common_options& common, const migrate_options& options);
+int run_run(const common_options& common, const run_options& options);
+int run_status(const common_options& common, const status_options& options);
+int run_release(const common_options& common, const release_options& options);
+
+/// Map an exception from the library to a message on stderr and the exit code the contract gives
+/// it (64 bad input, 69 unreachable / schema missing / other database errors, 70 otherwise).
+int report_exception(const std::string& redacted_url);
+
+}  // namespace sqllock_cli

@@ -1,0 +1,125 @@
+// The `sqllock` command: argument parsing and dispatch to migrate, run, status and release.
+//
+// Parsing uses CLI11: it is packaged in Debian (libcli11-dev) and header-only, so it adds no
+// runtime dependency, and it has what this command needs out of the box: subcommands with their
+// own options, options accepted before or after the subcommand, and `--` passthrough of CMD ARGS
+// to `run` without trying to interpret CMD's own flags.
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "commands.hpp"
+#include "sqllock/error.hpp"
+#include "sqllock/parse.hpp"
+
+#ifndef SQLLOCK_VERSION_STRING
+#define SQLLOCK_VERSION_STRING "unknown"
+#endif
+
+namespace sqllock_cli {
+namespace {
+
+/// Parse a duration flag; a bad one is a usage error naming the flag.
+std::chrono::milliseconds duration_flag(const char* flag, const std::string& text) {
+  try {
+    return sqllock::parse_duration(text);
+  } catch (const sqllock::invalid_argument& e) {
+    throw sqllock::invalid_argument(std::string(flag) + ": " + e.what());
+  }
+}
+
+int main_impl(int argc, char** argv) {
+  CLI::App app{"sqllock: distributed locks on PostgreSQL, MySQL/MariaDB and SQLite.\n"
+               "The URL comes from --url, else $SQLLOCK_URL, else sqlite:sqllock.db.\n"
+               "Durations are written 500ms, 30s, 5m, 1h.",
+               "sqllock"};
+  app.set_version_flag("--version", std::string("sqllock ") + SQLLOCK_VERSION_STRING);
+  app.require_subcommand(1, 1);
+  // Options of the main command (--url, -v) are accepted after the subcommand too.
+  app.fallthrough();
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return std::string("sqllock: ") + e.what() + "\nRun with --help for more information.\n";
+  });
+
+  common_options common;
+  app.add_option("--url", common.url,
+                 "database URL: postgresql://..., mysql://..., sqlite:PATH, sqlite::memory:");
+  app.add_flag("-v,--verbose", common.verbosity, "also log the library's info and debug messages");
+
+  // migrate
+  migrate_options migrate;
+  CLI::App* migrate_cmd =
+      app.add_subcommand("migrate", "create or upgrade the lock tables (idempotent)");
+
+  // run
+  run_options run;
+  std::string ttl_text = "30s";
+  std::string wait_text = "0s";
+  std::string grace_text = "10s";
+  std::string holder_text;
+  CLI::App* run_cmd = app.add_subcommand(
+      "run", "acquire NAME, run CMD with the lease renewed, release when CMD ends; exits with "
+             "CMD's code (75 not acquired, 76 lease lost, 64 usage, 69 database)");
+  run_cmd->add_option("--name", run.name, "lock name (1..255 bytes of UTF-8)")->required();
+  run_cmd->add_option("--ttl", ttl_text, "lease duration, renewed at about a third of it")
+      ->capture_default_str();
+  run_cmd->add_option("--wait", wait_text, "how long to wait for the lock (0s: one try)")
+      ->capture_default_str();
+  run_cmd->add_option("--grace", grace_text,
+                      "after a lost lease: time between SIGTERM and SIGKILL to CMD")
+      ->capture_default_str();
+  CLI::Option* holder_opt =
+      run_cmd->add_option("--holder", holder_text, "holder id to store (default host:pid:random)");
+  run_cmd->add_option("command", run.command, "CMD ARGS... (after --)")->required();
+
+  // status
+  status_options status;
+  CLI::App* status_cmd = app.add_subcommand("status", "list held locks");
+  status_cmd->add_flag("--json", status.json,
+                       "print a JSON array of {name, holder, fencing_token, hold_count, time_left_ms}");
+
+  // release
+  release_options release;
+  CLI::App* release_cmd =
+      app.add_subcommand("release", "administrative release of a stuck lock (needs --force)");
+  release_cmd->add_option("--name", release.name, "lock name")->required();
+  release_cmd->add_flag("--force", release.force, "really free the lock, whoever holds it");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, the version or the error
+    return code == 0 ? exit_code::ok : exit_code::usage;
+  }
+
+  if (*migrate_cmd) return run_migrate(common, migrate);
+  if (*status_cmd) return run_status(common, status);
+  if (*release_cmd) return run_release(common, release);
+  if (*run_cmd) {
+    try {
+      run.ttl = duration_flag("--ttl", ttl_text);
+      run.wait = duration_flag("--wait", wait_text);
+      run.grace = duration_flag("--grace", grace_text);
+    } catch (const sqllock::invalid_argument& e) {
+      print_error(e.what());
+      return exit_code::usage;
+    }
+    if (*holder_opt) run.holder = holder_text;
+    return run_run(common, run);
+  }
+  return exit_code::usage;  // unreachable: require_subcommand(1, 1)
+}
+
+}  // namespace
+}  // namespace sqllock_cli
+
+int main(int argc, char** argv) {
+  try {
+    return sqllock_cli::main_impl(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sqllock: internal error: %s\n", e.what());
+    return sqllock_cli::exit_code::software;
+  }
+}

@@ -1,0 +1,458 @@
+// `sqllock run`: acquire a lease, run CMD under it with the watchdog renewing, forward signals,
+// kill CMD when the lease is lost, release when CMD ends and pass on CMD's exit code.
+//
+// Process model: CMD gets a process group of its own. Signals sqllock receives (INT, TERM, HUP,
+// QUIT) go to that whole group, and on lease loss the whole group gets SIGTERM, then SIGKILL after
+// --grace, so a shell script's grandchildren cannot keep working on a resource whose lock is gone.
+// When sqllock runs in the foreground of a terminal, the terminal's foreground is handed to CMD's
+// group while it runs (as a shell does for a job), so interactive commands can read the terminal
+// and Ctrl-C reaches CMD once, directly. On Linux CMD also gets SIGTERM if sqllock itself dies
+// (PR_SET_PDEATHSIG), because nobody would renew its lease any more.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <set>
+#include <stop_token>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "commands.hpp"
+#include "output_format.hpp"
+#include "sqllock/client.hpp"
+#include "sqllock/error.hpp"
+#include "sqllock/parse.hpp"
+
+extern char** environ;
+
+namespace sqllock_cli {
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+/// Signals sqllock passes on to CMD's process group.
+constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+/// Bytes on the wake pipe that are not signal numbers (signal numbers are below 65).
+constexpr unsigned char lease_lost_byte = 0xFF;
+constexpr unsigned char stop_watcher_byte = 0xFE;
+
+/// Write end of the self-pipe; the signal handlers and the on_lost callback write one byte each.
+std::atomic<int> wake_write_fd{-1};
+
+void wake(unsigned char byte) {
+  const int saved_errno = errno;
+  const int fd = wake_write_fd.load();
+  if (fd >= 0) {
+    // Non-blocking: if 64 KiB of wake-ups are pending, one more changes nothing.
+    [[maybe_unused]] const ssize_t n = ::write(fd, &byte, 1);
+  }
+  errno = saved_errno;
+}
+
+extern "C" void on_signal(int signo) { wake(static_cast<unsigned char>(signo)); }
+
+bool is_forwarded(int signo) {
+  for (int s : forwarded_signals) {
+    if (s == signo) return true;
+  }
+  return false;
+}
+
+/// The self-pipe: signal handlers, the watchdog's on_lost and the acquire phase all wake one poll.
+class wake_pipe {
+ public:
+  wake_pipe() {
+    if (::pipe2(fds_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+    }
+    wake_write_fd.store(fds_[1]);
+  }
+  ~wake_pipe() {
+    wake_write_fd.store(-1);
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  wake_pipe(const wake_pipe&) = delete;
+  wake_pipe& operator=(const wake_pipe&) = delete;
+
+  int read_fd() const { return fds_[0]; }
+
+  /// Wait up to timeout_ms (-1: forever) and return the bytes that arrived.
+  std::vector<unsigned char> wait(int timeout_ms) const {
+    pollfd p{fds_[0], POLLIN, 0};
+    if (::poll(&p, 1, timeout_ms) <= 0) return {};  // timeout or EINTR: the caller re-checks
+    std::vector<unsigned char> bytes;
+    unsigned char buf[256];
+    for (;;) {
+      const ssize_t n = ::read(fds_[0], buf, sizeof buf);
+      if (n > 0) {
+        bytes.insert(bytes.end(), buf, buf + n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      break;  // EAGAIN: drained
+    }
+    return bytes;
+  }
+
+ private:
+  int fds_[2] = {-1, -1};
+};
+
+/// Installs the handlers for the forwarded signals and SIGCHLD; restores the old ones on exit.
+class signal_handlers {
+ public:
+  signal_handlers() {
+    for (int s : forwarded_signals) install(s, 0);
+    install(SIGCHLD, SA_NOCLDSTOP);
+  }
+  ~signal_handlers() {
+    for (const auto& [signo, old] : saved_) ::sigaction(signo, &old, nullptr);
+  }
+  signal_handlers(const signal_handlers&) = delete;
+  signal_handlers& operator=(const signal_handlers&) = delete;
+
+ private:
+  void install(int signo, int extra_flags) {
+    struct sigaction sa {};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | extra_flags;
+    struct sigaction old {};
+    ::sigaction(signo, &sa, &old);
+    saved_.emplace_back(signo, old);
+  }
+  std::vector<std::pair<int, struct sigaction>> saved_;
+};
+
+/// File descriptors open when sqllock started (the caller's, e.g. `3<file`): CMD inherits those
+/// and nothing the library opened since (database files, sockets, lock files).
+std::set<int> open_descriptors() {
+  std::set<int> fds;
+  if (DIR* dir = ::opendir("/proc/self/fd")) {
+    const int own = ::dirfd(dir);
+    while (const dirent* entry = ::readdir(dir)) {
+      if (entry->d_name[0] == '.') continue;
+      const int fd = std::atoi(entry->d_name);
+      if (fd > 2 && fd != own) fds.insert(fd);
+    }
+    ::closedir(dir);
+  }
+  return fds;
+}
+
+void mark_close_on_exec_except(const std::set<int>& keep) {
+  for (int fd : open_descriptors()) {
+    if (keep.count(fd) != 0) continue;
+    const int flags = ::fcntl(fd, F_GETFD);
+    if (flags >= 0 && (flags & FD_CLOEXEC) == 0) ::fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+  }
+}
+
+/// Give the terminal's foreground to `pgid`; SIGTTOU is blocked so a background caller may do it.
+void set_terminal_foreground(pid_t pgid) {
+  sigset_t ttou, old;
+  sigemptyset(&ttou);
+  sigaddset(&ttou, SIGTTOU);
+  ::pthread_sigmask(SIG_BLOCK, &ttou, &old);
+  ::tcsetpgrp(STDIN_FILENO, pgid);
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+std::vector<std::string> child_environment(const sqllock::lease_guard& guard) {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    if (entry.starts_with("SQLLOCK_FENCE=") || entry.starts_with("SQLLOCK_HOLDER=")) continue;
+    env.emplace_back(entry);
+  }
+  env.push_back("SQLLOCK_FENCE=" + std::to_string(guard.fencing_token()));
+  env.push_back("SQLLOCK_HOLDER=" + guard.holder_id());
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+struct started_child {
+  pid_t pid = -1;
+  int exec_errno = 0;  ///< non-zero: exec failed with it (the child has exited)
+};
+
+/// fork + exec CMD in a new process group. Between fork and exec the child (of a multi-threaded
+/// parent) only makes async-signal-safe calls; everything is prepared before the fork.
+started_child start_child(std::vector<std::string> command, std::vector<std::string> environment,
+                          bool take_terminal) {
+  auto argv = c_strings(command);
+  auto envp = c_strings(environment);
+  int status_pipe[2];
+  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
+  }
+  const pid_t parent = ::getpid();
+
+  // Block every signal across fork so the child cannot run our handlers (which would write to
+  // the parent's wake pipe) before it has reset them.
+  sigset_t all, old_mask;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    for (int s : forwarded_signals) ::sigaction(s, &dfl, nullptr);
+    ::sigaction(SIGCHLD, &dfl, nullptr);
+    ::setpgid(0, 0);
+    if (take_terminal) {
+      // SIGTTOU is still blocked here (all are), so the background child may take the terminal.
+      ::tcsetpgrp(STDIN_FILENO, ::getpid());
+    }
+#ifdef __linux__
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(exit_code::lease_lost);  // sqllock already died
+#endif
+    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    const int err = errno;
+    [[maybe_unused]] const ssize_t n = ::write(status_pipe[1], &err, sizeof err);
+    ::_exit(err == ENOENT || err == ENOTDIR ? exit_code::command_not_found
+                                            : exit_code::cannot_execute);
+  }
+  const int fork_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
+  ::close(status_pipe[1]);
+  if (pid < 0) {
+    ::close(status_pipe[0]);
+    throw std::runtime_error(std::string("fork: ") + std::strerror(fork_errno));
+  }
+  // Both sides set the group and the terminal, whichever runs first (as shells do).
+  ::setpgid(pid, pid);
+  if (take_terminal) set_terminal_foreground(pid);
+
+  started_child child{pid, 0};
+  int err = 0;
+  ssize_t n;
+  do {
+    n = ::read(status_pipe[0], &err, sizeof err);
+  } while (n < 0 && errno == EINTR);
+  ::close(status_pipe[0]);
+  if (n == static_cast<ssize_t>(sizeof err)) child.exec_errno = err;
+  return child;
+}
+
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return exit_code::software;
+}
+
+}  // namespace
+
+int run_run(const common_options& common, const run_options& options) {
+  const std::string url = resolve_url(common.url);
+  std::string redacted = "(invalid URL)";
+  try {
+    redacted = checked_redacted_url(url);
+    sqllock::validate_lock_name(options.name);
+    sqllock::validate_ttl(options.ttl);
+    if (options.holder) {
+      try {
+        sqllock::validate_lock_name(*options.holder);
+      } catch (const sqllock::invalid_argument&) {
+        throw sqllock::invalid_argument(
+            "--holder: a holder id must be 1 to 255 bytes of UTF-8 without NUL");
+      }
+    }
+  } catch (...) {
+    return report_exception(redacted);
+  }
+  if (options.command.empty()) {
+    print_error("run: no command given (usage: sqllock run --name NAME [options] -- CMD ARGS...)");
+    return exit_code::usage;
+  }
+
+  // Before the library opens anything: what CMD may inherit.
+  const std::set<int> inherited_fds = open_descriptors();
+  const bool take_terminal =
+      ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+
+  wake_pipe pipe;
+  signal_handlers handlers;
+  std::atomic<bool> lost{false};
+  std::atomic<int> pending_signal{0};
+
+  try {
+    auto client_options = make_client_options(common);
+    client_options.scope = sqllock::holder_scope::per_client;
+    if (options.holder) client_options.holder_id = *options.holder;
+    sqllock::client client = sqllock::connect(url, client_options);
+
+    sqllock::lease_options lease;
+    lease.ttl = options.ttl;
+    lease.auto_renew = true;
+    lease.on_lost = [&lost](const std::string&, std::int64_t) {
+      // Called from the watchdog thread: set the flag, then wake the main loop.
+      lost.store(true);
+      wake(lease_lost_byte);
+    };
+
+    // While waiting for the lock, a watcher thread turns SIGINT/SIGTERM into a cancellation.
+    std::optional<sqllock::lease_guard> guard;
+    {
+      std::stop_source cancel;
+      std::jthread watcher([&](std::stop_token stop) {
+        while (!stop.stop_requested()) {
+          for (unsigned char byte : pipe.wait(-1)) {
+            if (byte == stop_watcher_byte) return;
+            if (is_forwarded(byte)) {
+              pending_signal.store(byte);
+              cancel.request_stop();
+            }
+          }
+        }
+      });
+      struct stop_watcher {
+        std::jthread& t;
+        ~stop_watcher() {
+          t.request_stop();
+          wake(stop_watcher_byte);
+        }
+      } stopper{watcher};
+      try {
+        guard.emplace(client.acquire_for(options.name, options.wait, lease, cancel.get_token()));
+      } catch (const sqllock::acquire_timeout& e) {
+        std::string who = e.holder().empty() ? std::string("an unknown holder")
+                                             : "'" + printable(e.holder()) + "'";
+        print_error("lock '" + printable(options.name) + "' not acquired within " +
+                    human_duration(options.wait) + ": held by " + who + " for another " +
+                    human_duration(e.time_left()));
+        return exit_code::not_acquired;
+      } catch (const sqllock::cancelled&) {
+        const int signo = pending_signal.load();
+        print_error("interrupted (" + std::string(::strsignal(signo)) + ") while waiting for '" +
+                    printable(options.name) + "'");
+        return 128 + signo;
+      }
+    }
+    if (const int signo = pending_signal.load(); signo != 0) {
+      // The signal came just as the lock was acquired: do not start CMD.
+      guard->release();
+      print_error("interrupted (" + std::string(::strsignal(signo)) + ") before starting the command");
+      return 128 + signo;
+    }
+    if (common.verbosity >= 1) {
+      print_error("acquired '" + printable(options.name) + "' as '" + printable(guard->holder_id()) +
+                  "', fence " + std::to_string(guard->fencing_token()));
+    }
+
+    std::fflush(nullptr);
+    mark_close_on_exec_except(inherited_fds);
+    const started_child child =
+        start_child(options.command, child_environment(*guard), take_terminal);
+    if (child.exec_errno != 0) {
+      int status = 0;
+      while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+      }
+      if (take_terminal) set_terminal_foreground(::getpgrp());
+      print_error(printable(options.command.front()) + ": " + std::strerror(child.exec_errno));
+      try {
+        guard->release();
+      } catch (const sqllock::error& e) {
+        print_error(std::string("release failed: ") + e.what());
+      }
+      return child.exec_errno == ENOENT || child.exec_errno == ENOTDIR
+                 ? exit_code::command_not_found
+                 : exit_code::cannot_execute;
+    }
+
+    // The waiting loop: reap CMD, forward signals, enforce loss.
+    int status = 0;
+    bool term_sent = false;
+    bool kill_sent = false;
+    steady::time_point kill_at{};
+    for (;;) {
+      const pid_t r = ::waitpid(child.pid, &status, WNOHANG);
+      if (r == child.pid) break;
+      if (r < 0 && errno != EINTR) {
+        print_error(std::string("waitpid: ") + std::strerror(errno));
+        status = -1;
+        break;
+      }
+      if (lost.load() && !term_sent) {
+        print_error("lease on '" + printable(options.name) + "' (fence " +
+                    std::to_string(guard->fencing_token()) +
+                    ") was lost: sending SIGTERM to the command, SIGKILL in " +
+                    human_duration(options.grace));
+        ::kill(-child.pid, SIGTERM);
+        term_sent = true;
+        kill_at = steady::now() + options.grace;
+      }
+      int timeout_ms = -1;
+      if (term_sent && !kill_sent) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(kill_at - steady::now());
+        if (left.count() <= 0) {
+          ::kill(-child.pid, SIGKILL);
+          kill_sent = true;
+        } else {
+          timeout_ms = static_cast<int>(std::min<long long>(left.count(), 1'000'000));
+        }
+      }
+      for (unsigned char byte : pipe.wait(timeout_ms)) {
+        if (is_forwarded(byte)) ::kill(-child.pid, byte);
+      }
+    }
+    if (take_terminal) set_terminal_foreground(::getpgrp());
+
+    if (lost.load() || guard->lost()) {
+      // Nothing of CMD's group may go on without the lease, not even a straggler.
+      ::kill(-child.pid, SIGKILL);
+      try {
+        guard->release();
+      } catch (const sqllock::error&) {
+        // Expected: the owner check refuses a lost lease.
+      }
+      print_error("lease on '" + printable(options.name) + "' was lost while the command ran (exit " +
+                  std::to_string(exit_code::lease_lost) + ")");
+      return exit_code::lease_lost;
+    }
+    const int cmd_code = exit_code_of(status);
+    try {
+      guard->release();
+    } catch (const sqllock::lease_lost& e) {
+      print_error("lease on '" + printable(options.name) +
+                  "' was found lost at release; the command may have run unprotected: " + e.what());
+      return exit_code::lease_lost;
+    } catch (const sqllock::not_holder& e) {
+      print_error("lease on '" + printable(options.name) +
+                  "' was found lost at release; the command may have run unprotected: " + e.what());
+      return exit_code::lease_lost;
+    } catch (const sqllock::error& e) {
+      print_error("warning: release of '" + printable(options.name) + "' failed (" + e.what() +
+                  "); it expires by its TTL");
+    }
+    return cmd_code;
+  } catch (...) {
+    return report_exception(redacted);
+  }
+}
+
+}  // namespace sqllock_cli

@@ -1,0 +1,20 @@
+-- Release one hold: $1 name, $2 holder, $3 token, $4 notification channel of the name.
+-- Owner-checked; at hold_count 0 the row is freed (token kept, row never deleted) and waiters
+-- listening on $4 are notified with the name as payload, in the same statement. The commit of this
+-- one-statement transaction is asynchronous (set_config(..., is_local => true) lasts only until
+-- that commit): a release lost in a crash only leaves a lease to expire.
+-- Columns: remaining hold_count, notified (null), synchronous_commit setting.
+WITH cfg AS (
+  SELECT set_config('synchronous_commit', 'off', true) AS sync
+), u AS (
+  UPDATE {{locks}} AS l
+  SET hold_count = l.hold_count - 1,
+      holder_id = CASE WHEN l.hold_count <= 1 THEN NULL ELSE l.holder_id END,
+      expires_at = CASE WHEN l.hold_count <= 1 THEN clock_timestamp() ELSE l.expires_at END
+  WHERE l.name = $1 AND l.holder_id = $2 AND l.token = $3::bigint AND l.hold_count > 0
+  RETURNING l.name, l.hold_count
+)
+SELECT u.hold_count,
+       CASE WHEN u.hold_count = 0 THEN pg_notify($4, u.name) END AS notified,
+       cfg.sync
+FROM u CROSS JOIN cfg

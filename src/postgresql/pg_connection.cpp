@@ -1,0 +1,222 @@
+// libpq plumbing for the PostgreSQL backend: connecting, running statements, values and rows.
+#include <charconv>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <variant>
+
+#include "postgresql/pg_common.hpp"
+
+namespace sqllock::detail::pg {
+
+namespace {
+
+// Replace every occurrence of `secret` in `text` with "***".
+void scrub(std::string& text, std::string_view secret) {
+  if (secret.empty()) return;
+  for (std::size_t pos = text.find(secret); pos != std::string::npos; pos = text.find(secret, pos)) {
+    text.replace(pos, secret.size(), "***");
+    pos += 3;
+  }
+}
+
+// The password exactly as written in the URL (still percent-encoded), or "".
+std::string_view raw_password(std::string_view url) {
+  auto scheme = url.find("://");
+  if (scheme == std::string_view::npos) return {};
+  auto rest = url.substr(scheme + 3);
+  auto at = rest.rfind('@', rest.find_first_of("/?"));
+  if (at == std::string_view::npos) return {};
+  auto userinfo = rest.substr(0, at);
+  auto colon = userinfo.find(':');
+  if (colon == std::string_view::npos) return {};
+  return userinfo.substr(colon + 1);
+}
+
+}  // namespace
+
+void validate_conninfo(const database_url& url) {
+  char* err = nullptr;
+  PQconninfoOption* opts = PQconninfoParse(url.original.c_str(), &err);
+  if (opts) {
+    PQconninfoFree(opts);
+    return;
+  }
+  std::string reason = err ? err : "unparsable connection URL";
+  if (err) PQfreemem(err);
+  while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
+  scrub(reason, url.password);
+  scrub(reason, raw_password(url.original));
+  throw invalid_argument("invalid PostgreSQL URL " + url.redacted() + ": " + reason);
+}
+
+conn_ptr connect(const conn_target& target) {
+  // Options before "dbname" are defaults: the URL's own settings override them.
+  const char* keys[] = {"fallback_application_name", "connect_timeout", "client_encoding", "dbname",
+                        nullptr};
+  const char* values[] = {"sqllock", "10", "UTF8", target.url.c_str(), nullptr};
+  conn_ptr conn(PQconnectdbParams(keys, values, 1));
+  if (!conn) throw connection_lost("postgresql: out of memory connecting", std::string(backend_name), "08006", "connect");
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    std::string reason = PQerrorMessage(conn.get());
+    while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
+    for (auto& c : reason)
+      if (c == '\n') c = ' ';
+    throw connection_lost("postgresql: cannot connect to " + target.redacted + ": " + reason,
+                          std::string(backend_name), "08006", "connect");
+  }
+  return conn;
+}
+
+result_ptr exec_params(PGconn* conn, std::string_view sql, const text_params& params,
+                       std::string_view statement) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const std::string text(sql);
+  result_ptr r(PQexecParams(conn, text.c_str(), static_cast<int>(values.size()), nullptr,
+                            values.data(), nullptr, nullptr, 0));
+  if (!r) throw_error(conn, nullptr, statement);
+  const auto st = PQresultStatus(r.get());
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw_error(conn, r.get(), statement);
+  return r;
+}
+
+std::vector<result_ptr> exec_simple(PGconn* conn, std::string_view sql, std::string_view statement) {
+  const std::string text(sql);
+  if (!PQsendQuery(conn, text.c_str())) throw_error(conn, nullptr, statement);
+  std::vector<result_ptr> results;
+  result_ptr failed;
+  while (PGresult* raw = PQgetResult(conn)) {
+    result_ptr r(raw);
+    const auto st = PQresultStatus(raw);
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK && st != PGRES_EMPTY_QUERY) {
+      if (!failed) failed = std::move(r);
+      continue;
+    }
+    results.push_back(std::move(r));
+  }
+  if (failed) throw_error(conn, failed.get(), statement);
+  if (PQstatus(conn) == CONNECTION_BAD) throw_error(conn, nullptr, statement);
+  return results;
+}
+
+std::optional<std::string> to_text(const value& v) {
+  return std::visit(
+      [](const auto& x) -> std::optional<std::string> {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, std::monostate>) {
+          return std::nullopt;
+        } else if constexpr (std::is_same_v<T, std::int64_t>) {
+          return std::to_string(x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          if (std::isnan(x)) return std::string("NaN");
+          if (std::isinf(x)) return std::string(x > 0 ? "Infinity" : "-Infinity");
+          char buf[64];
+          auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+          (void)ec;
+          return std::string(buf, end);
+        } else {
+          return x;
+        }
+      },
+      v);
+}
+
+std::string array_literal(const std::vector<std::optional<std::string>>& elements) {
+  std::string out = "{";
+  bool first = true;
+  for (const auto& e : elements) {
+    if (!first) out += ',';
+    first = false;
+    if (!e) {
+      out += "NULL";
+      continue;
+    }
+    out += '"';
+    for (char c : *e) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+std::uint64_t fnv1a(std::string_view bytes, std::uint64_t seed) {
+  std::uint64_t h = seed;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string channel_for(std::string_view table, std::string_view name) {
+  std::uint64_t h = fnv1a(table);
+  h = fnv1a(std::string_view("\0", 1), h);
+  h = fnv1a(name, h);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "sqllock_%016" PRIx64, h);
+  return buf;
+}
+
+std::string field_text(const PGresult* r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return {};
+  return std::string(PQgetvalue(r, row, col), static_cast<std::size_t>(PQgetlength(r, row, col)));
+}
+
+std::int64_t field_int(const PGresult* r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return 0;
+  const char* s = PQgetvalue(r, row, col);
+  std::int64_t v = 0;
+  std::from_chars(s, s + PQgetlength(r, row, col), v);
+  return v;
+}
+
+std::optional<std::string> field_opt(const PGresult* r, int row, int col) {
+  if (PQgetisnull(r, row, col)) return std::nullopt;
+  return field_text(r, row, col);
+}
+
+result_rows to_rows(const PGresult* r) {
+  result_rows rows;
+  const int n = PQntuples(r);
+  const int cols = PQnfields(r);
+  rows.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    result_row row;
+    row.columns.reserve(static_cast<std::size_t>(cols));
+    for (int c = 0; c < cols; ++c) row.columns.push_back(field_opt(r, i, c));
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+connection_pool::~connection_pool() = default;
+
+std::pair<conn_ptr, bool> connection_pool::take() {
+  {
+    std::lock_guard lock(mutex_);
+    while (!idle_.empty()) {
+      conn_ptr c = std::move(idle_.back());
+      idle_.pop_back();
+      if (PQstatus(c.get()) == CONNECTION_OK) return {std::move(c), true};
+    }
+  }
+  return {connect(target_), false};
+}
+
+void connection_pool::give_back(conn_ptr conn) noexcept {
+  if (!conn || PQstatus(conn.get()) != CONNECTION_OK ||
+      PQtransactionStatus(conn.get()) != PQTRANS_IDLE)
+    return;
+  std::lock_guard lock(mutex_);
+  if (idle_.size() < 2) idle_.push_back(std::move(conn));
+}
+
+}  // namespace sqllock::detail::pg

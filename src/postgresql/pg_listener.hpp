@@ -1,0 +1,56 @@
+// One LISTEN connection per client and its thread: notifications of released names -> wake_sink.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "postgresql/pg_common.hpp"
+
+namespace sqllock::detail::pg {
+
+class listener {
+ public:
+  listener(conn_target target, client_options options);
+  ~listener();
+  listener(const listener&) = delete;
+  listener& operator=(const listener&) = delete;
+
+  /// Where wake-ups go (nullptr: nowhere). After it returns, the old sink is no longer called.
+  void set_sink(wake_sink* sink);
+  /// Start listening on `channel` for `name` (counted). The LISTEN is in effect when this returns,
+  /// unless the server is unreachable (then the thread keeps retrying and polling covers it).
+  /// Never throws.
+  void watch(const std::string& name, const std::string& channel) noexcept;
+  /// Stop listening once the last watcher of `channel` is gone. Never throws.
+  void unwatch(const std::string& name, const std::string& channel) noexcept;
+
+ private:
+  void run();
+  void poke() noexcept;
+  void deliver(const std::vector<std::string>& names) noexcept;
+  // With mutex_ held: collect queued notifications of the connection.
+  void drain_notifies_locked(std::vector<std::string>& out);
+  void start_thread_locked();
+
+  conn_target target_;
+  client_options options_;
+
+  std::mutex mutex_;  // conn_, channels_, names_, pending_
+  conn_ptr conn_;
+  std::map<std::string, int> channels_;
+  std::map<std::string, int> names_;
+  std::vector<std::string> pending_;  // notifications read by watch()/unwatch(), for the thread
+
+  std::mutex sink_mutex_;
+  wake_sink* sink_ = nullptr;
+
+  int pipe_[2] = {-1, -1};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace sqllock::detail::pg

@@ -1,0 +1,251 @@
+// PostgreSQL transactions: statements with `?` parameters, CAS and row locks, owned or adopted.
+#include <charconv>
+#include <string>
+#include <utility>
+
+#include "postgresql/pg_common.hpp"
+#include "sqllock/postgresql.hpp"
+
+namespace sqllock::detail::pg {
+
+namespace {
+
+std::string quote(std::string_view id) { return quote_identifier(id, dialect::postgresql); }
+
+std::int64_t affected_rows(const PGresult* r) {
+  const char* s = PQcmdTuples(const_cast<PGresult*>(r));
+  std::int64_t v = 0;
+  if (s && *s) std::from_chars(s, s + std::char_traits<char>::length(s), v);
+  return v;
+}
+
+std::string timeout_text(std::chrono::milliseconds t) {
+  // lock_timeout = 0 means "wait forever" in PostgreSQL; the smallest real bound is 1 ms.
+  return std::to_string(t.count() < 1 ? 1 : t.count()) + "ms";
+}
+
+class pg_session final : public session {
+ public:
+  // Owned: a connection with a transaction already begun, returned to `pool` at the end.
+  pg_session(std::shared_ptr<connection_pool> pool, conn_ptr conn, client_options options)
+      : pool_(std::move(pool)), owned_(std::move(conn)), conn_(owned_.get()),
+        options_(std::move(options)) {}
+  // Adopted: the application's connection and its current transaction, never ended or closed.
+  explicit pg_session(PGconn* conn) : conn_(conn), adopted_(true) {}
+
+  ~pg_session() override {
+    if (!done_) rollback();
+  }
+
+  void commit() override {
+    check_active("commit");
+    if (adopted_) {
+      done_ = true;
+      return;
+    }
+    done_ = true;
+    try {
+      auto results = exec_simple(conn_, "COMMIT", "commit");
+      // COMMIT of a transaction that had failed answers ROLLBACK instead of an error.
+      if (!results.empty() && std::string_view(PQcmdStatus(results.back().get())) == "ROLLBACK") {
+        finish();
+        throw database_error("postgresql commit: the transaction was rolled back because an "
+                             "earlier statement failed",
+                             std::string(backend_name), "25P02", "commit");
+      }
+    } catch (...) {
+      finish();
+      throw;
+    }
+    finish();
+  }
+
+  void rollback() noexcept override {
+    if (done_) return;
+    done_ = true;
+    if (adopted_) return;
+    try {
+      if (PQstatus(conn_) == CONNECTION_OK) exec_simple(conn_, "ROLLBACK", "rollback");
+    } catch (const std::exception& e) {
+      log_message(options_, log_level::warning, e.what());
+    }
+    finish();
+  }
+
+  std::int64_t execute(std::string_view sql, const std::vector<value>& params) override {
+    check_active("execute");
+    auto r = run_user(sql, params, "execute");
+    return affected_rows(r.get());
+  }
+
+  result_rows query(std::string_view sql, const std::vector<value>& params) override {
+    check_active("query");
+    auto r = run_user(sql, params, "query");
+    return to_rows(r.get());
+  }
+
+  cas_result cas(const cas_request& request) override {
+    check_active("cas");
+    if (request.key.empty()) throw invalid_argument("cas: the key selects no row (empty key)");
+    const std::string table = quote(request.table);
+    const std::string version = quote(request.version_column);
+    text_params params;
+    std::string set_sql;
+    for (const auto& [column, v] : request.set) {
+      set_sql += quote(column) + " = $" + std::to_string(params.size() + 1) + ", ";
+      params.push_back(to_text(v));
+    }
+    std::string where;
+    text_params key_params;
+    for (const auto& [column, v] : request.key) {
+      if (!where.empty()) where += " AND ";
+      where += quote(column) + " = $" + std::to_string(params.size() + 1);
+      params.push_back(to_text(v));
+    }
+    const std::string sql = "UPDATE " + table + " SET " + set_sql + version + " = " + version +
+                            " + 1 WHERE " + where + " AND " + version + " = $" +
+                            std::to_string(params.size() + 1) + " RETURNING " + version;
+    params.push_back(std::to_string(request.expected_version));
+    auto r = exec_params(conn_, sql, params, "cas");
+    cas_result out;
+    if (PQntuples(r.get()) > 0) {
+      out.outcome = cas_result::status::applied;
+      out.version = field_int(r.get(), 0, 0);
+      return out;
+    }
+    // Nothing matched: tell a version conflict from a missing row.
+    params.pop_back();
+    text_params key_only(params.end() - static_cast<std::ptrdiff_t>(request.key.size()), params.end());
+    std::string check_where;
+    for (std::size_t i = 0; i < request.key.size(); ++i) {
+      if (!check_where.empty()) check_where += " AND ";
+      check_where += quote(request.key[i].first) + " = $" + std::to_string(i + 1);
+    }
+    auto c = exec_params(conn_, "SELECT " + version + " FROM " + table + " WHERE " + check_where + " LIMIT 1",
+                         key_only, "cas_check");
+    if (PQntuples(c.get()) > 0) {
+      out.outcome = cas_result::status::conflict;
+      out.version = field_int(c.get(), 0, 0);
+    } else {
+      out.outcome = cas_result::status::missing;
+      out.version = 0;
+    }
+    return out;
+  }
+
+  row_lock_result lock_rows(const row_lock_request& request) override {
+    check_active("lock_rows");
+    const std::string table = quote(request.table);
+    const std::string key = quote(request.key_column);
+    std::string columns;
+    if (request.columns.empty()) {
+      columns = key;
+    } else {
+      for (const auto& c : request.columns) {
+        if (!columns.empty()) columns += ", ";
+        columns += quote(c);
+      }
+    }
+    row_lock_result out;
+    if (request.keys.empty()) {
+      out.outcome = row_lock_result::status::acquired;
+      return out;
+    }
+    std::vector<std::optional<std::string>> keys;
+    keys.reserve(request.keys.size());
+    for (const auto& k : request.keys) keys.push_back(to_text(k));
+
+    std::string sql = "SELECT " + columns + " FROM " + table + " WHERE " + key + " = ANY($1) ORDER BY " +
+                      key + (request.strength == lock_strength::no_key_update ? " FOR NO KEY UPDATE" : " FOR UPDATE");
+    if (request.mode == lock_wait::nowait) sql += " NOWAIT";
+    if (request.mode == lock_wait::skip_locked) sql += " SKIP LOCKED";
+
+    // A savepoint keeps the transaction usable when the lock is not available (55P03), and
+    // scopes the per-statement lock_timeout: rolling back to it restores the setting too.
+    const bool in_tx = PQtransactionStatus(conn_) == PQTRANS_INTRANS;
+    const bool bounded = request.mode == lock_wait::wait && request.timeout.has_value();
+    std::optional<std::string> old_timeout;
+    if (in_tx) exec_simple(conn_, "SAVEPOINT sqllock_lock_rows", "lock_rows");
+    if (bounded) {
+      auto r = exec_params(conn_,
+                           "SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, $2::boolean)",
+                           {timeout_text(*request.timeout), std::string(in_tx ? "true" : "false")},
+                           "lock_rows_timeout");
+      old_timeout = field_text(r.get(), 0, 0);
+    }
+    try {
+      auto r = exec_params(conn_, sql, {array_literal(keys)}, "lock_rows");
+      out.outcome = row_lock_result::status::acquired;
+      out.rows = to_rows(r.get());
+    } catch (const lock_not_available&) {
+      if (in_tx) {
+        exec_simple(conn_, "ROLLBACK TO SAVEPOINT sqllock_lock_rows; RELEASE SAVEPOINT sqllock_lock_rows",
+                    "lock_rows");
+      } else if (old_timeout) {
+        restore_timeout(*old_timeout, false);
+      }
+      out.outcome = row_lock_result::status::not_available;
+      out.rows.clear();
+      return out;
+    }
+    if (in_tx) exec_simple(conn_, "RELEASE SAVEPOINT sqllock_lock_rows", "lock_rows");
+    if (old_timeout) restore_timeout(*old_timeout, in_tx);
+    return out;
+  }
+
+ private:
+  void check_active(const char* what) const {
+    if (done_) throw error(std::string("postgresql ") + what + ": the transaction has ended",
+                           std::string(backend_name), {}, what);
+  }
+
+  result_ptr run_user(std::string_view sql, const std::vector<value>& params, const char* statement) {
+    auto [text, count] = rewrite_placeholders(sql);
+    if (count != params.size())
+      throw invalid_argument(std::string(statement) + ": the statement has " + std::to_string(count) +
+                             " placeholders but " + std::to_string(params.size()) + " values were given");
+    text_params bound;
+    bound.reserve(params.size());
+    for (const auto& p : params) bound.push_back(to_text(p));
+    return exec_params(conn_, text, bound, statement);
+  }
+
+  void restore_timeout(const std::string& old, bool local) {
+    exec_params(conn_, "SELECT set_config('lock_timeout', $1, $2::boolean)",
+                {old, std::string(local ? "true" : "false")}, "lock_rows_timeout");
+  }
+
+  void finish() noexcept {
+    if (owned_ && pool_) pool_->give_back(std::move(owned_));
+    owned_.reset();
+  }
+
+  std::shared_ptr<connection_pool> pool_;
+  conn_ptr owned_;
+  PGconn* conn_ = nullptr;
+  bool adopted_ = false;
+  bool done_ = false;
+  client_options options_;
+};
+
+}  // namespace
+
+std::unique_ptr<session> make_session(std::shared_ptr<connection_pool> pool, conn_ptr conn,
+                                      const client_options& options) {
+  return std::make_unique<pg_session>(std::move(pool), std::move(conn), options);
+}
+
+std::unique_ptr<session> make_adopted_session(PGconn* conn) { return std::make_unique<pg_session>(conn); }
+
+}  // namespace sqllock::detail::pg
+
+namespace sqllock {
+
+transaction adopt(pg_conn* connection) {
+  if (!connection) throw invalid_argument("adopt: the PGconn* is null");
+  if (PQstatus(connection) != CONNECTION_OK)
+    throw invalid_argument("adopt: the PGconn* is not connected");
+  return transaction(detail::pg::make_adopted_session(connection));
+}
+
+}  // namespace sqllock

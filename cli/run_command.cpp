@@ -112,7 +112,12 @@ class wake_pipe {
   int fds_[2] = {-1, -1};
 };
 
+/// Which signals have our handler (indexed by number); set before any fork, read in the child.
+bool handled[65] = {};
+
 /// Installs the handlers for the forwarded signals and SIGCHLD; restores the old ones on exit.
+/// A forwarded signal that was ignored when sqllock started stays ignored, for sqllock and CMD
+/// alike, as a shell would do (so `nohup sqllock run ...` keeps CMD immune to SIGHUP).
 class signal_handlers {
  public:
   signal_handlers() {
@@ -120,20 +125,26 @@ class signal_handlers {
     install(SIGCHLD, SA_NOCLDSTOP);
   }
   ~signal_handlers() {
-    for (const auto& [signo, old] : saved_) ::sigaction(signo, &old, nullptr);
+    for (const auto& [signo, old] : saved_) {
+      ::sigaction(signo, &old, nullptr);
+      handled[signo] = false;
+    }
   }
   signal_handlers(const signal_handlers&) = delete;
   signal_handlers& operator=(const signal_handlers&) = delete;
 
  private:
   void install(int signo, int extra_flags) {
+    struct sigaction old {};
+    ::sigaction(signo, nullptr, &old);
+    if (signo != SIGCHLD && old.sa_handler == SIG_IGN) return;
     struct sigaction sa {};
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART | extra_flags;
-    struct sigaction old {};
-    ::sigaction(signo, &sa, &old);
+    ::sigaction(signo, &sa, nullptr);
     saved_.emplace_back(signo, old);
+    handled[signo] = true;
   }
   std::vector<std::pair<int, struct sigaction>> saved_;
 };
@@ -219,8 +230,9 @@ started_child start_child(std::vector<std::string> command, std::vector<std::str
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
-    for (int s : forwarded_signals) ::sigaction(s, &dfl, nullptr);
-    ::sigaction(SIGCHLD, &dfl, nullptr);
+    for (int s = 1; s < 65; ++s) {
+      if (handled[s]) ::sigaction(s, &dfl, nullptr);
+    }
     ::setpgid(0, 0);
     if (take_terminal) {
       // SIGTTOU is still blocked here (all are), so the background child may take the terminal.

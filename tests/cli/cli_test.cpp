@@ -1,0 +1,672 @@
+// End-to-end tests of the `sqllock` command on SQLite: exit codes, environment, signals, loss,
+// waiting, status output and mutual exclusion across processes.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "process_runner.hpp"
+
+using namespace std::chrono_literals;
+using namespace cli_test;
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// A small JSON reader, enough for `status --json` (arrays, objects, strings, integers).
+struct json_value {
+  enum class kind { null, boolean, number, string, array, object } type = kind::null;
+  long long number = 0;
+  std::string text;
+  std::vector<json_value> items;
+  std::vector<std::pair<std::string, json_value>> members;
+
+  const json_value& at(const std::string& key) const {
+    for (const auto& [k, v] : members) {
+      if (k == key) return v;
+    }
+    throw std::runtime_error("missing key " + key);
+  }
+};
+
+class json_reader {
+ public:
+  explicit json_reader(std::string_view s) : s_(s) {}
+  json_value parse_document() {
+    json_value v = value();
+    skip_space();
+    if (i_ != s_.size()) fail("trailing characters");
+    return v;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) {
+    throw std::runtime_error("bad JSON at " + std::to_string(i_) + ": " + what);
+  }
+  void skip_space() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\n' || s_[i_] == '\t' || s_[i_] == '\r')) ++i_;
+  }
+  bool consume(char c) {
+    skip_space();
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!consume(c)) fail(std::string("expected ") + c);
+  }
+  json_value value() {
+    skip_space();
+    if (i_ >= s_.size()) fail("unexpected end");
+    json_value v;
+    const char c = s_[i_];
+    if (c == '[') {
+      ++i_;
+      v.type = json_value::kind::array;
+      if (consume(']')) return v;
+      do v.items.push_back(value());
+      while (consume(','));
+      expect(']');
+    } else if (c == '{') {
+      ++i_;
+      v.type = json_value::kind::object;
+      if (consume('}')) return v;
+      do {
+        skip_space();
+        std::string key = string();
+        expect(':');
+        v.members.emplace_back(std::move(key), value());
+      } while (consume(','));
+      expect('}');
+    } else if (c == '"') {
+      v.type = json_value::kind::string;
+      v.text = string();
+    } else if (c == '-' || (c >= '0' && c <= '9')) {
+      v.type = json_value::kind::number;
+      std::size_t used = 0;
+      v.number = std::stoll(std::string(s_.substr(i_, 24)), &used);
+      i_ += used;
+    } else if (s_.substr(i_, 4) == "true" || s_.substr(i_, 4) == "null") {
+      v.type = s_[i_] == 't' ? json_value::kind::boolean : json_value::kind::null;
+      i_ += 4;
+    } else if (s_.substr(i_, 5) == "false") {
+      v.type = json_value::kind::boolean;
+      i_ += 5;
+    } else {
+      fail("unexpected character");
+    }
+    return v;
+  }
+  unsigned hex4() {
+    if (i_ + 4 > s_.size()) fail("short \\u escape");
+    const unsigned v = static_cast<unsigned>(std::stoul(std::string(s_.substr(i_, 4)), nullptr, 16));
+    i_ += 4;
+    return v;
+  }
+  static void append_utf8(std::string& out, unsigned cp) {
+    if (cp < 0x80) {
+      out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+      out += static_cast<char>(0xC0 | (cp >> 6));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+      out += static_cast<char>(0xE0 | (cp >> 12));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+      out += static_cast<char>(0xF0 | (cp >> 18));
+      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+      out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+  }
+  std::string string() {
+    if (i_ >= s_.size() || s_[i_] != '"') fail("expected string");
+    ++i_;
+    std::string out;
+    for (;;) {
+      if (i_ >= s_.size()) fail("unterminated string");
+      const auto c = static_cast<unsigned char>(s_[i_++]);
+      if (c == '"') return out;
+      if (c < 0x20) fail("raw control character in string");
+      if (c != '\\') {
+        out += static_cast<char>(c);
+        continue;
+      }
+      if (i_ >= s_.size()) fail("dangling backslash");
+      const char e = s_[i_++];
+      switch (e) {
+        case '"': out += '"'; break;
+        case '\\': out += '\\'; break;
+        case '/': out += '/'; break;
+        case 'b': out += '\b'; break;
+        case 'f': out += '\f'; break;
+        case 'n': out += '\n'; break;
+        case 'r': out += '\r'; break;
+        case 't': out += '\t'; break;
+        case 'u': {
+          unsigned cp = hex4();
+          if (cp >= 0xD800 && cp < 0xDC00) {
+            if (s_.substr(i_, 2) != "\\u") fail("lone high surrogate");
+            i_ += 2;
+            const unsigned low = hex4();
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+          }
+          append_utf8(out, cp);
+          break;
+        }
+        default: fail("bad escape");
+      }
+    }
+  }
+  std::string_view s_;
+  std::size_t i_ = 0;
+};
+
+json_value parse_json(const std::string& text) { return json_reader(text).parse_document(); }
+
+process_options with_env(std::map<std::string, std::string> env) {
+  process_options options;
+  options.env = std::move(env);
+  return options;
+}
+
+process_options in_dir(const std::string& dir) {
+  process_options options;
+  options.cwd = dir;
+  return options;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fixture: a fresh temporary directory with a migrated SQLite lock database.
+
+class cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/sqllock-cli-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    url_ = "sqlite:" + dir_ + "/locks.db";
+    if (migrate_in_setup()) {
+      const auto r = sqllock({"migrate", "--url", url_});
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+    }
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  virtual bool migrate_in_setup() const { return true; }
+
+  static std::vector<std::string> with_binary(std::vector<std::string> args) {
+    args.insert(args.begin(), cli_path());
+    return args;
+  }
+  process_result sqllock(std::vector<std::string> args, process_options options = {}) {
+    return run_process(with_binary(std::move(args)), options);
+  }
+  std::unique_ptr<background_process> start(std::vector<std::string> args,
+                                            process_options options = {}) {
+    return std::make_unique<background_process>(with_binary(std::move(args)), options);
+  }
+  /// `run` on this test's database; `extra` goes before `--`.
+  std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra,
+                                    const std::string& shell_script) {
+    std::vector<std::string> args{"run", "--url", url_, "--name", name};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", "/bin/sh", "-c", shell_script});
+    return args;
+  }
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  json_value status_json() {
+    const auto r = sqllock({"status", "--url", url_, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return parse_json(r.out);
+  }
+  std::string trimmed_file(const std::string& file) {
+    std::string s = read_file(path(file));
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  std::string dir_;
+  std::string url_;
+};
+
+class cli_unmigrated : public cli {
+ protected:
+  bool migrate_in_setup() const override { return false; }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Usage, help, version: exit 0 or 64.
+
+TEST_F(cli, version_and_help_exit_zero) {
+  auto r = sqllock({"--version"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("sqllock "), std::string::npos) << r.out;
+  r = sqllock({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* cmd : {"migrate", "run", "status", "release"}) {
+    EXPECT_NE(r.out.find(cmd), std::string::npos) << r.out;
+  }
+  r = sqllock({"run", "--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--ttl"), std::string::npos) << r.out;
+}
+
+TEST_F(cli, usage_errors_exit_64) {
+  const std::string marker = path("ran");
+  const std::string touch = "touch " + marker;
+  struct usage_case {
+    std::string what;
+    std::vector<std::string> args;
+  };
+  const std::vector<usage_case> cases = {
+      {"no subcommand", {}},
+      {"unknown subcommand", {"frobnicate"}},
+      {"unknown flag", run_args("job", {"--bogus"}, touch)},
+      {"bad ttl", run_args("job", {"--ttl", "5x"}, touch)},
+      {"zero ttl", run_args("job", {"--ttl", "0s"}, touch)},
+      {"negative wait", run_args("job", {"--wait", "-1s"}, touch)},
+      {"bad grace", run_args("job", {"--grace", "soon"}, touch)},
+      {"empty name", run_args("", {}, touch)},
+      {"256-byte name", run_args(std::string(256, 'n'), {}, touch)},
+      {"invalid UTF-8 name", run_args("bad\xff", {}, touch)},
+      {"missing --name", {"run", "--url", url_, "--", "/bin/sh", "-c", touch}},
+      {"missing command", {"run", "--url", url_, "--name", "job"}},
+      {"bad URL scheme", {"run", "--url", "nosuch://x", "--name", "job", "--", "true"}},
+      {"release without --force", {"release", "--url", url_, "--name", "job"}},
+      {"release bad name", {"release", "--url", url_, "--name", "", "--force"}},
+      {"status bad flag", {"status", "--url", url_, "--yaml"}},
+  };
+  for (const auto& c : cases) {
+    const auto r = sqllock(c.args);
+    EXPECT_EQ(r.exit_code, 64) << c.what << "\nstderr: " << r.err;
+    EXPECT_FALSE(r.err.empty()) << c.what;
+    EXPECT_TRUE(r.out.empty()) << c.what << ": " << r.out;
+  }
+  EXPECT_FALSE(file_exists(marker)) << "a command ran despite a usage error";
+  const auto r = sqllock(run_args("job", {"--ttl", "5x"}, touch));
+  EXPECT_NE(r.err.find("--ttl"), std::string::npos) << r.err;
+}
+
+TEST_F(cli, release_without_force_changes_nothing) {
+  auto holder = start(run_args("stuck", {"--holder", "keeper"}, "echo x > " + path("held") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("held")));
+  const auto r = sqllock({"release", "--url", url_, "--name", "stuck"});
+  EXPECT_EQ(r.exit_code, 64);
+  EXPECT_NE(r.err.find("--force"), std::string::npos) << r.err;
+  const auto locks = status_json();
+  ASSERT_EQ(locks.items.size(), 1u);
+  EXPECT_EQ(locks.items[0].at("holder").text, "keeper");
+  ::kill(holder->pid(), SIGTERM);
+  EXPECT_EQ(holder->wait().exit_code, 128 + SIGTERM);
+}
+
+TEST_F(cli, password_never_printed) {
+  const std::string secret = "s3cr3t-pw";
+  for (const std::string& url : {"postgresql://alice:" + secret + "@127.0.0.1:1/db?connect_timeout=1",
+                                "mysql://alice:" + secret + "@127.0.0.1:1/db",
+                                "postgresql://alice:" + secret + "@[bad"}) {
+    for (const auto& args : std::vector<std::vector<std::string>>{
+             {"status", "--url", url},
+             {"migrate", "--url", url},
+             {"release", "--url", url, "--name", "x", "--force"},
+             {"run", "--url", url, "--name", "x", "--", "true"}}) {
+      const auto r = sqllock(args);
+      EXPECT_TRUE(r.exit_code == 64 || r.exit_code == 69) << r.exit_code << " " << r.err;
+      EXPECT_EQ(r.out.find(secret), std::string::npos) << r.out;
+      EXPECT_EQ(r.err.find(secret), std::string::npos) << r.err;
+    }
+  }
+  // From the environment too.
+  const auto r = sqllock({"status"}, with_env({{"SQLLOCK_URL", "postgresql://bob:" + secret + "@127.0.0.1:1/db"}}));
+  EXPECT_EQ(r.err.find(secret), std::string::npos) << r.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Database unavailable or schema missing: 69.
+
+TEST_F(cli_unmigrated, schema_missing_exits_69_and_says_migrate) {
+  const std::string marker = path("ran");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"status", "--url", url_},
+           {"release", "--url", url_, "--name", "x", "--force"},
+           run_args("job", {}, "touch " + marker)}) {
+    const auto r = sqllock(args);
+    EXPECT_EQ(r.exit_code, 69) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("sqllock migrate"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(file_exists(marker));
+  // And migrate fixes it.
+  EXPECT_EQ(sqllock({"migrate", "--url", url_}).exit_code, 0);
+  EXPECT_EQ(sqllock({"status", "--url", url_}).exit_code, 0);
+}
+
+TEST_F(cli_unmigrated, unreachable_database_exits_69) {
+  const std::string url = "sqlite:" + dir_ + "/no/such/dir/locks.db";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"migrate", "--url", url},
+           {"status", "--url", url},
+           {"run", "--url", url, "--name", "x", "--", "true"}}) {
+    const auto r = sqllock(args);
+    EXPECT_EQ(r.exit_code, 69) << args[0] << ": " << r.err;
+    EXPECT_FALSE(r.err.empty());
+  }
+}
+
+TEST_F(cli_unmigrated, unusable_database_file_exits_69) {
+  // Tests may run as root, where permissions do not stop writes; a file that is not a SQLite
+  // database is unusable for everyone.
+  {
+    std::ofstream garbage(dir_ + "/locks.db");
+    garbage << std::string(4096, 'z');
+  }
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"migrate", "--url", url_},
+           {"status", "--url", url_},
+           {"run", "--url", url_, "--name", "x", "--", "true"}}) {
+    const auto r = sqllock(args);
+    EXPECT_EQ(r.exit_code, 69) << args[0] << ": " << r.err;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// migrate, URL resolution.
+
+TEST_F(cli_unmigrated, migrate_is_idempotent_and_prints_version) {
+  auto r = sqllock({"migrate", "--url", url_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("schema version"), std::string::npos) << r.out;
+  r = sqllock({"migrate", "--url", url_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("up to date"), std::string::npos) << r.out;
+}
+
+TEST_F(cli_unmigrated, migrate_from_many_processes_at_once) {
+  std::vector<std::unique_ptr<background_process>> procs;
+  for (int i = 0; i < 4; ++i) procs.push_back(start({"migrate", "--url", url_}));
+  for (auto& p : procs) {
+    const auto r = p->wait();
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  EXPECT_EQ(sqllock({"status", "--url", url_}).exit_code, 0);
+}
+
+TEST_F(cli_unmigrated, url_from_environment_then_default) {
+  auto r = sqllock({"migrate"}, with_env({{"SQLLOCK_URL", "sqlite:" + dir_ + "/from_env.db"}}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(file_exists(dir_ + "/from_env.db"));
+  r = sqllock({"migrate"}, in_dir(dir_));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(file_exists(dir_ + "/sqllock.db"));
+  // --url wins over the environment, and is accepted before the subcommand too.
+  r = sqllock({"--url", url_, "migrate"}, with_env({{"SQLLOCK_URL", "nosuch://x"}}));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(file_exists(dir_ + "/locks.db"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// run: exit codes and environment.
+
+TEST_F(cli, run_passes_on_command_exit_code) {
+  EXPECT_EQ(sqllock(run_args("job", {}, "exit 0")).exit_code, 0);
+  EXPECT_EQ(sqllock(run_args("job", {}, "exit 7")).exit_code, 7);
+  EXPECT_EQ(sqllock(run_args("job", {}, "exit 75")).exit_code, 75);
+  // Died of a signal: 128 + signal, like a shell.
+  EXPECT_EQ(sqllock(run_args("job", {}, "kill -KILL $$")).exit_code, 128 + SIGKILL);
+  EXPECT_EQ(sqllock(run_args("job", {}, "kill -TERM $$")).exit_code, 128 + SIGTERM);
+  EXPECT_EQ(status_json().items.size(), 0u) << "the lock must be released after each run";
+}
+
+TEST_F(cli, run_exec_failures_exit_127_and_126) {
+  auto r = sqllock({"run", "--url", url_, "--name", "job", "--", dir_ + "/no-such-command"});
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  EXPECT_NE(r.err.find("no-such-command"), std::string::npos) << r.err;
+  r = sqllock({"run", "--url", url_, "--name", "job", "--", "sqllock-no-such-command-in-path"});
+  EXPECT_EQ(r.exit_code, 127) << r.err;
+  const std::string not_executable = dir_ + "/not-executable";
+  {
+    std::ofstream f(not_executable);
+    f << "#!/bin/sh\nexit 0\n";
+  }
+  ::chmod(not_executable.c_str(), 0644);
+  r = sqllock({"run", "--url", url_, "--name", "job", "--", not_executable});
+  EXPECT_EQ(r.exit_code, 126) << r.err;
+  EXPECT_EQ(status_json().items.size(), 0u) << "the lock must be released after a failed exec";
+}
+
+TEST_F(cli, run_sets_fence_and_holder_in_environment) {
+  auto r = sqllock(run_args("job", {"--holder", "job-42"},
+                            "echo \"$SQLLOCK_FENCE\" > " + path("fence") + "; echo \"$SQLLOCK_HOLDER\" > " +
+                                path("holder")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trimmed_file("holder"), "job-42");
+  const long long fence = std::stoll(trimmed_file("fence"));
+  EXPECT_GE(fence, 1);
+
+  // Without --holder: a generated, non-empty id; and the next acquisition gets a larger fence.
+  r = sqllock(run_args("job", {},
+                       "echo \"$SQLLOCK_FENCE\" > " + path("fence2") + "; echo \"$SQLLOCK_HOLDER\" > " +
+                           path("holder2")));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(trimmed_file("holder2").empty());
+  EXPECT_NE(trimmed_file("holder2"), "job-42");
+  EXPECT_GT(std::stoll(trimmed_file("fence2")), fence);
+}
+
+TEST_F(cli, inherited_values_of_fence_variables_are_replaced) {
+  const auto r = sqllock(run_args("job", {"--holder", "real"},
+                                  "echo \"$SQLLOCK_FENCE $SQLLOCK_HOLDER\" > " + path("env")),
+                         with_env({{"SQLLOCK_FENCE", "999999"}, {"SQLLOCK_HOLDER", "fake"}}));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string env = trimmed_file("env");
+  EXPECT_EQ(env.find("999999"), std::string::npos) << env;
+  EXPECT_NE(env.find(" real"), std::string::npos) << env;
+}
+
+// ---------------------------------------------------------------------------------------------
+// run: contention, waiting (75) and fences.
+
+TEST_F(cli, busy_lock_exits_75_naming_the_holder) {
+  auto holder = start(run_args("job", {"--holder", "alice-holder", "--ttl", "20s"},
+                               "echo x > " + path("held") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("held")));
+
+  auto r = sqllock(run_args("job", {"--wait", "0s"}, "touch " + path("second-ran")));
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_NE(r.err.find("alice-holder"), std::string::npos) << r.err;
+  EXPECT_LT(r.elapsed, 3000ms);
+
+  r = sqllock(run_args("job", {"--wait", "400ms"}, "touch " + path("second-ran")));
+  EXPECT_EQ(r.exit_code, 75) << r.err;
+  EXPECT_NE(r.err.find("alice-holder"), std::string::npos) << r.err;
+  EXPECT_GE(r.elapsed, 400ms);
+  EXPECT_FALSE(file_exists(path("second-ran")));
+
+  ::kill(holder->pid(), SIGTERM);
+  EXPECT_EQ(holder->wait().exit_code, 128 + SIGTERM);
+}
+
+TEST_F(cli, second_run_waits_then_gets_a_larger_fence) {
+  auto first = start(run_args("job", {"--holder", "first"},
+                              "echo $SQLLOCK_FENCE > " + path("first.tmp") + "; mv " + path("first.tmp") +
+                                  " " + path("first") + "; sleep 1"));
+  ASSERT_TRUE(wait_for_file(path("first")));
+  const auto started = std::chrono::steady_clock::now();
+  const auto r = sqllock(run_args("job", {"--holder", "second", "--wait", "20s"},
+                                  "echo $SQLLOCK_FENCE > " + path("second")));
+  const auto waited = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(first->wait().exit_code, 0);
+  EXPECT_GE(waited, 500ms) << "the second run must have waited for the first";
+  EXPECT_GT(std::stoll(trimmed_file("second")), std::stoll(trimmed_file("first")));
+}
+
+TEST_F(cli, concurrent_runs_exclude_each_other) {
+  // Each critical section creates a marker directory that must not exist (mkdir is atomic),
+  // records its fence, sleeps and removes the marker. Any overlap is written to `overlap`.
+  const std::string script = "if ! mkdir " + path("inside") + " 2>/dev/null; then echo $SQLLOCK_HOLDER >> " +
+                             path("overlap") + "; fi; echo $SQLLOCK_FENCE >> " + path("fences") +
+                             "; sleep 0.1; rmdir " + path("inside");
+  constexpr int processes = 6;
+  constexpr int rounds = 2;
+  std::vector<std::unique_ptr<background_process>> procs;
+  for (int i = 0; i < processes; ++i) {
+    const std::string loop = "for i in $(seq " + std::to_string(rounds) + "); do " +
+                             cli_path() + " run --url " + url_ + " --name shared --wait 60s --ttl 5s -- /bin/sh -c '" +
+                             script + "' || exit 1; done";
+    procs.push_back(std::make_unique<background_process>(
+        std::vector<std::string>{"/bin/sh", "-c", loop}, process_options{}));
+  }
+  for (auto& p : procs) {
+    const auto r = p->wait(60s);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+  }
+  EXPECT_FALSE(file_exists(path("overlap"))) << "critical sections overlapped: " << read_file(path("overlap"));
+  std::istringstream fences(read_file(path("fences")));
+  std::vector<long long> seen;
+  for (long long f; fences >> f;) seen.push_back(f);
+  ASSERT_EQ(seen.size(), static_cast<std::size_t>(processes * rounds));
+  for (std::size_t i = 1; i < seen.size(); ++i) {
+    EXPECT_GT(seen[i], seen[i - 1]) << "fences must strictly increase in critical-section order";
+  }
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// run: signals and loss.
+
+TEST_F(cli, sigterm_is_forwarded_and_the_lock_released_after) {
+  auto p = start(run_args("job", {"--holder", "graceful"},
+                          "trap 'echo got-term > " + path("term") + "; exit 3' TERM; echo x > " +
+                              path("started") + "; while :; do sleep 0.05; done"));
+  ASSERT_TRUE(wait_for_file(path("started")));
+  ASSERT_EQ(status_json().items.size(), 1u);
+  ::kill(p->pid(), SIGTERM);
+  const auto r = p->wait();
+  EXPECT_EQ(r.exit_code, 3) << "sqllock exits with CMD's own code: " << r.err;
+  EXPECT_EQ(trimmed_file("term"), "got-term");
+  EXPECT_EQ(status_json().items.size(), 0u) << "released after CMD exited";
+}
+
+TEST_F(cli, sigint_is_forwarded) {
+  auto p = start(run_args("job", {}, "echo x > " + path("started") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("started")));
+  ::kill(p->pid(), SIGINT);
+  const auto r = p->wait(5s);
+  EXPECT_EQ(r.exit_code, 128 + SIGINT) << r.err;
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
+TEST_F(cli, signal_while_waiting_gives_up_without_running) {
+  auto holder = start(run_args("job", {"--ttl", "20s"}, "echo x > " + path("held") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("held")));
+  auto waiter = start(run_args("job", {"--wait", "60s"}, "touch " + path("waiter-ran")));
+  std::this_thread::sleep_for(300ms);
+  ::kill(waiter->pid(), SIGTERM);
+  const auto r = waiter->wait(5s);
+  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.err;
+  EXPECT_FALSE(file_exists(path("waiter-ran")));
+  ::kill(holder->pid(), SIGTERM);
+  holder->wait();
+}
+
+TEST_F(cli, lost_lease_kills_command_and_exits_76) {
+  auto p = start(run_args("job", {"--holder", "victim", "--ttl", "1s", "--grace", "500ms"},
+                          "echo $$ > " + path("pid") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  const pid_t cmd_pid = std::stoi(trimmed_file("pid"));
+
+  const auto released = sqllock({"release", "--url", url_, "--name", "job", "--force"});
+  EXPECT_EQ(released.exit_code, 0) << released.err;
+  EXPECT_NE(released.out.find("victim"), std::string::npos) << released.out;
+
+  const auto r = p->wait(6s);
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_NE(r.err.find("lost"), std::string::npos) << r.err;
+  EXPECT_LT(r.elapsed, 5s);
+  EXPECT_EQ(::kill(cmd_pid, 0), -1) << "CMD must be gone";
+  EXPECT_EQ(errno, ESRCH);
+}
+
+TEST_F(cli, lost_lease_sigkills_a_command_ignoring_sigterm) {
+  auto p = start(run_args("job", {"--ttl", "1s", "--grace", "300ms"},
+                          "trap '' TERM; echo $$ > " + path("pid") + "; while :; do sleep 0.05; done"));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  const pid_t cmd_pid = std::stoi(trimmed_file("pid"));
+  EXPECT_EQ(sqllock({"release", "--url", url_, "--name", "job", "--force"}).exit_code, 0);
+  const auto r = p->wait(6s);
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_EQ(::kill(cmd_pid, 0), -1) << "CMD ignoring SIGTERM must have been SIGKILLed";
+}
+
+TEST_F(cli, lease_is_renewed_past_its_ttl) {
+  const auto r = sqllock(run_args("job", {"--ttl", "300ms"}, "sleep 1.2"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// status and release.
+
+TEST_F(cli, status_empty_prints_header_or_empty_array) {
+  auto r = sqllock({"status", "--url", url_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("NAME"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("HOLDER"), std::string::npos) << r.out;
+  r = sqllock({"status", "--url", url_, "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "[]\n");
+}
+
+TEST_F(cli, status_json_escapes_names_and_release_force_empties_it) {
+  const std::string name = "we\"ird\\name\n\t\x01 d\xc3\xa9j\xc3\xa0 \xe2\x88\x86";
+  auto p = start(run_args(name, {"--holder", "json \"holder\"", "--ttl", "1s", "--grace", "200ms"},
+                          "echo x > " + path("held") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("held")));
+
+  const auto locks = status_json();
+  ASSERT_EQ(locks.type, json_value::kind::array);
+  ASSERT_EQ(locks.items.size(), 1u);
+  const auto& lock = locks.items[0];
+  EXPECT_EQ(lock.at("name").text, name);
+  EXPECT_EQ(lock.at("holder").text, "json \"holder\"");
+  EXPECT_GE(lock.at("fencing_token").number, 1);
+  EXPECT_EQ(lock.at("hold_count").number, 1);
+  EXPECT_GT(lock.at("time_left_ms").number, 0);
+  EXPECT_LE(lock.at("time_left_ms").number, 1000);
+
+  // The table shows the escaped name and the holder.
+  const auto table = sqllock({"status", "--url", url_});
+  EXPECT_EQ(table.exit_code, 0);
+  EXPECT_NE(table.out.find("we\"ird\\\\name\\x0A"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("json \"holder\""), std::string::npos) << table.out;
+
+  const auto released = sqllock({"release", "--url", url_, "--name", name, "--force"});
+  EXPECT_EQ(released.exit_code, 0) << released.err;
+  EXPECT_EQ(status_json().items.size(), 0u);
+  EXPECT_EQ(p->wait(6s).exit_code, 76);
+
+  const auto again = sqllock({"release", "--url", url_, "--name", name, "--force"});
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.out.find("not held"), std::string::npos) << again.out;
+}
+
+}  // namespace

@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# Throwaway MariaDB server for tests and CI: start DIR | stop DIR | restart DIR (writes DIR/env.sh).
+#
+#   start DIR    install what is missing (Debian mariadb-server, libmysqlcppconn-dev), initialise a
+#                data directory in DIR, start mariadbd on a free loopback port with its own socket,
+#                pid file and error log in DIR, create the test database and users, write DIR/env.sh
+#   restart DIR  stop the server of DIR (clean shutdown) and start it again on the same port, data kept
+#   stop DIR     stop the server of DIR and remove DIR
+#
+# DIR/env.sh exports:
+#   SQLLOCK_TEST_MYSQL_URL          mysql://sqllock:...@127.0.0.1:PORT/sqllock_test
+#   SQLLOCK_TEST_MYSQL_ADMIN_URL    an account with every privilege (KILL of any connection)
+#   SQLLOCK_TEST_MYSQL_SOCKET       the server's unix socket (root without password through it)
+#   SQLLOCK_TEST_MYSQL_RESTART      a command that restarts this server
+set -euo pipefail
+
+die() { echo "mariadb-server.sh: $*" >&2; exit 1; }
+
+usage() { die "usage: $0 start|stop|restart DIR"; }
+
+[[ $# -eq 2 ]] || usage
+cmd=$1
+dir=$2
+[[ -n "$dir" ]] || usage
+mkdir_dir() { mkdir -p "$dir" && dir=$(cd "$dir" && pwd); }
+
+script_path=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+
+test_db=sqllock_test
+test_user=sqllock
+test_password=sqllock_test_pw
+admin_user=sqllock_admin
+admin_password=sqllock_admin_pw
+marker=.sqllock-mariadb
+
+find_mariadbd() {
+  local p
+  for p in "$(command -v mariadbd 2>/dev/null || true)" /usr/sbin/mariadbd /usr/sbin/mysqld \
+           /usr/libexec/mariadbd; do
+    if [[ -n "$p" && -x "$p" ]]; then echo "$p"; return 0; fi
+  done
+  return 1
+}
+
+client_bin() {
+  command -v mariadb 2>/dev/null || command -v mysql 2>/dev/null || return 1
+}
+
+install_missing() {
+  local missing=()
+  find_mariadbd >/dev/null || missing+=(mariadb-server)
+  command -v mariadb-install-db >/dev/null 2>&1 || command -v mysql_install_db >/dev/null 2>&1 ||
+    missing+=(mariadb-server)
+  client_bin >/dev/null || missing+=(mariadb-client)
+  if ! dpkg -s libmysqlcppconn-dev >/dev/null 2>&1; then missing+=(libmysqlcppconn-dev); fi
+  if [[ ${#missing[@]} -gt 0 ]]; then
+    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get to install them"
+    local sudo=()
+    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
+    echo "mariadb-server.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    "${sudo[@]}" apt-get update -qq >&2 || true
+    # Debian's postinst would try to start a system service; policy-rc.d 101 forbids that.
+    local policy=/usr/sbin/policy-rc.d created_policy=0
+    if [[ ! -e $policy && $(id -u) -eq 0 ]]; then
+      printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
+    fi
+    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || {
+      [[ $created_policy -eq 1 ]] && rm -f "$policy"
+      die "apt-get install ${missing[*]} failed"
+    }
+    [[ $created_policy -eq 1 ]] && rm -f "$policy"
+  fi
+  find_mariadbd >/dev/null || die "mariadbd not found after installing mariadb-server"
+}
+
+free_port() {
+  if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' \
+      2>/dev/null && return 0
+  fi
+  local p i
+  for i in $(seq 1 200); do
+    p=$(( 20000 + RANDOM % 30000 ))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
+  done
+  return 1
+}
+
+run_user() {
+  if [[ $(id -u) -eq 0 ]]; then echo root; else id -un; fi
+}
+
+server_pid() {
+  [[ -f "$dir/mariadbd.pid" ]] || return 1
+  local pid
+  pid=$(cat "$dir/mariadbd.pid" 2>/dev/null) || return 1
+  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
+log_tail() {
+  echo "---- last lines of $dir/error.log ----" >&2
+  tail -n 40 "$dir/error.log" >&2 2>/dev/null || echo "(no error log)" >&2
+  echo "--------------------------------------" >&2
+}
+
+root_sql() {
+  "$(client_bin)" --no-defaults --protocol=socket --socket="$dir/mysqld.sock" -uroot "$@"
+}
+
+launch() {
+  local port=$1 mariadbd
+  mariadbd=$(find_mariadbd)
+  : >>"$dir/error.log"
+  # --no-defaults: nothing from /etc/mysql; every setting is here.
+  "$mariadbd" --no-defaults --user="$(run_user)" \
+    --datadir="$dir/data" --socket="$dir/mysqld.sock" --pid-file="$dir/mariadbd.pid" \
+    --log-error="$dir/error.log" --port="$port" --bind-address=127.0.0.1 --skip-name-resolve \
+    --default-time-zone=+00:00 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
+    --innodb-buffer-pool-size=64M --max-connections=400 --skip-log-bin \
+    --tmpdir="$dir/tmp" </dev/null >>"$dir/error.log" 2>&1 &
+  local pid=$! i
+  echo "$pid" >"$dir/launcher.pid"
+  for i in $(seq 1 300); do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      log_tail
+      die "mariadbd exited during start (port $port)"
+    fi
+    if root_sql -e 'SELECT 1' >/dev/null 2>&1; then
+      echo "$port" >"$dir/port"
+      return 0
+    fi
+    sleep 0.1
+  done
+  kill -TERM "$pid" 2>/dev/null || true
+  log_tail
+  die "mariadbd did not accept connections within 30 s"
+}
+
+shutdown_server() {
+  local pid i
+  pid=$(server_pid) || pid=$(cat "$dir/launcher.pid" 2>/dev/null || true)
+  [[ -n "${pid:-}" ]] || return 0
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for i in $(seq 1 300); do
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  echo "mariadb-server.sh: mariadbd $pid ignored SIGTERM for 30 s; killing it" >&2
+  kill -KILL "$pid" 2>/dev/null || true
+  sleep 0.5
+}
+
+write_env() {
+  local port=$1
+  cat >"$dir/env.sh" <<EOF
+# Written by scripts/mariadb-server.sh for the throwaway server in $dir.
+export SQLLOCK_TEST_MYSQL_URL='mysql://$test_user:$test_password@127.0.0.1:$port/$test_db'
+export SQLLOCK_TEST_MYSQL_ADMIN_URL='mysql://$admin_user:$admin_password@127.0.0.1:$port/$test_db'
+export SQLLOCK_TEST_MYSQL_SOCKET='$dir/mysqld.sock'
+export SQLLOCK_TEST_MYSQL_RESTART='$script_path restart $dir'
+EOF
+}
+
+start() {
+  install_missing
+  mkdir_dir
+  if server_pid >/dev/null; then
+    die "a server is already running in $dir (use restart or stop)"
+  fi
+  if [[ -d "$dir/data" && -f "$dir/port" ]]; then
+    # Initialised before (e.g. after a crash): start it again with its data.
+    mkdir -p "$dir/tmp"
+    launch "$(cat "$dir/port")"
+  else
+    [[ -z "$(ls -A "$dir" 2>/dev/null)" ]] || die "$dir is not empty and holds no server of ours"
+    touch "$dir/$marker"
+    mkdir -p "$dir/data" "$dir/tmp"
+    local install_db
+    install_db=$(command -v mariadb-install-db || command -v mysql_install_db)
+    if ! "$install_db" --no-defaults --user="$(run_user)" --datadir="$dir/data" \
+        --auth-root-authentication-method=normal --skip-test-db >"$dir/install.log" 2>&1; then
+      tail -n 40 "$dir/install.log" >&2
+      die "mariadb-install-db failed"
+    fi
+    local attempt port
+    for attempt in 1 2 3; do
+      port=$(free_port) || die "no free port"
+      if (launch "$port"); then break; fi
+      [[ $attempt -lt 3 ]] || die "could not start mariadbd"
+      echo "mariadb-server.sh: retrying on another port" >&2
+    done
+    root_sql <<EOF || { log_tail; die "creating the test database and users failed"; }
+DROP USER IF EXISTS ''@'localhost';
+DROP USER IF EXISTS ''@'$(hostname)';
+CREATE DATABASE IF NOT EXISTS \`$test_db\`;
+CREATE USER IF NOT EXISTS '$test_user'@'%' IDENTIFIED BY '$test_password';
+CREATE USER IF NOT EXISTS '$test_user'@'localhost' IDENTIFIED BY '$test_password';
+GRANT ALL PRIVILEGES ON \`$test_db\`.* TO '$test_user'@'%';
+GRANT ALL PRIVILEGES ON \`$test_db\`.* TO '$test_user'@'localhost';
+CREATE USER IF NOT EXISTS '$admin_user'@'%' IDENTIFIED BY '$admin_password';
+GRANT ALL PRIVILEGES ON *.* TO '$admin_user'@'%' WITH GRANT OPTION;
+FLUSH PRIVILEGES;
+EOF
+  fi
+  write_env "$(cat "$dir/port")"
+  echo "mariadb-server.sh: MariaDB running on 127.0.0.1:$(cat "$dir/port"); source $dir/env.sh" >&2
+}
+
+stop() {
+  [[ -d "$dir" ]] || return 0
+  dir=$(cd "$dir" && pwd)
+  [[ -f "$dir/$marker" ]] || die "$dir was not created by this script; not touching it"
+  shutdown_server
+  rm -rf -- "$dir"
+}
+
+restart() {
+  [[ -d "$dir" ]] || die "$dir does not exist"
+  dir=$(cd "$dir" && pwd)
+  [[ -f "$dir/$marker" && -f "$dir/port" ]] || die "$dir holds no server of ours"
+  shutdown_server
+  mkdir -p "$dir/tmp"
+  launch "$(cat "$dir/port")"
+}
+
+case "$cmd" in
+  start) start ;;
+  stop) stop ;;
+  restart) restart ;;
+  *) usage ;;
+esac

@@ -1,0 +1,2 @@
+-- Serialize migrate() across processes. Parameters: scope (database.table), timeout seconds.
+SELECT GET_LOCK(CONCAT('sqllock-migrate:', SHA1(?)), ?)

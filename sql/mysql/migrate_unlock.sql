@@ -1,0 +1,2 @@
+-- End of migrate(). Parameter: scope (database.table).
+SELECT RELEASE_LOCK(CONCAT('sqllock-migrate:', SHA1(?)))

@@ -1,0 +1,2 @@
+-- Release a wake-up lock held by this connection. Parameter: key.
+SELECT RELEASE_LOCK(CONCAT('sqllock:', SHA1(?)))

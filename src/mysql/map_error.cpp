@@ -1,0 +1,186 @@
+// The MySQL backend's one error-mapping function, plus small text helpers (redaction, JSON, splitting).
+#include <cppconn/exception.h>
+
+#include "core/backend.hpp"
+#include "mysql/mysql_internal.hpp"
+#include "sqllock/error.hpp"
+
+namespace sqllock::detail::mysql {
+
+bool is_connection_error(int code) noexcept {
+  switch (code) {
+    case 1053:  // ER_SERVER_SHUTDOWN
+    case 1927:  // MariaDB ER_CONNECTION_KILLED
+    case 2002:  // CR_CONNECTION_ERROR
+    case 2003:  // CR_CONN_HOST_ERROR
+    case 2006:  // CR_SERVER_GONE_ERROR
+    case 2013:  // CR_SERVER_LOST
+    case 2055:  // CR_SERVER_LOST_EXTENDED
+    case 4031:  // MySQL 8 ER_CLIENT_INTERACTION_TIMEOUT
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string redact_server_message(std::string_view message) {
+  // Server texts quote values ("Duplicate entry 'x' for key", "near '...'"); drop every quoted part.
+  std::string out;
+  out.reserve(message.size());
+  for (std::size_t i = 0; i < message.size(); ++i) {
+    const char c = message[i];
+    if (c == '\'' || c == '"' || c == '`') {
+      const std::size_t end = message.find(c, i + 1);
+      if (end == std::string_view::npos) {
+        out += c;
+        out += "?";
+        break;
+      }
+      out += c;
+      out += '?';
+      out += c;
+      i = end;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+void map_error(const sql::SQLException& e, std::string_view statement, bool lock_table_statement) {
+  const int code = e.getErrorCode();
+  const std::string name(backend_name);
+  const std::string code_text = std::to_string(code);
+  const std::string stmt(statement);
+  std::string detail = redact_server_message(e.what());
+  std::string where = "mysql " + stmt + ": ";
+  std::string suffix = " (error " + code_text;
+  if (!e.getSQLState().empty()) suffix += ", SQLSTATE " + e.getSQLState();
+  suffix += ")";
+
+  switch (code) {
+    case 1205:  // ER_LOCK_WAIT_TIMEOUT (also MariaDB NOWAIT / WAIT n)
+    case 3572:  // MySQL 8 ER_LOCK_NOWAIT
+      throw lock_not_available(where + "lock not available: " + detail + suffix, name, code_text,
+                               stmt);
+    case 1213:  // ER_LOCK_DEADLOCK: InnoDB rolled back the whole transaction
+      throw deadlock_detected(where + "deadlock, transaction rolled back: " + detail + suffix,
+                              name, code_text, stmt);
+    case 1317:  // ER_QUERY_INTERRUPTED (KILL QUERY)
+    case 1969:  // MariaDB ER_STATEMENT_TIMEOUT (max_statement_time)
+    case 3024:  // MySQL ER_QUERY_TIMEOUT (max_execution_time)
+      throw query_canceled(where + "statement cancelled: " + detail + suffix, name, code_text,
+                           stmt);
+    default:
+      break;
+  }
+  if (is_connection_error(code)) {
+    throw connection_lost(where + "connection lost: " + detail + suffix, name, code_text, stmt);
+  }
+  if (lock_table_statement && (code == 1146 || code == 1054)) {
+    // ER_NO_SUCH_TABLE / ER_BAD_FIELD_ERROR on the lock tables: not migrated (or too old).
+    throw schema_missing(where + "the lock tables are missing or too old; run `sqllock migrate`" +
+                             suffix,
+                         name, code_text, stmt);
+  }
+  if (code == 0) {
+    // Driver-side failure without a server code (e.g. the connection was already closed).
+    throw database_error(where + detail, name, "", stmt);
+  }
+  throw database_error(where + detail + suffix, name, code_text, stmt);
+}
+
+std::chrono::milliseconds floor_ms(std::int64_t us) noexcept {
+  std::int64_t ms = us / 1000;
+  if (us % 1000 != 0 && us < 0) --ms;
+  return std::chrono::milliseconds(ms);
+}
+
+std::string statement_text(std::string_view name, std::string_view table) {
+  return render_sql(embedded_sql("mysql", name), table, dialect::mysql);
+}
+
+std::vector<std::string> split_statements(std::string_view text) {
+  std::vector<std::string> out;
+  std::string current;
+  char quote = 0;
+  bool line_comment = false;
+  auto flush = [&] {
+    // Keep a statement only if it has something besides blanks and comments.
+    bool meaningful = false;
+    bool in_comment = false;
+    for (std::size_t i = 0; i < current.size(); ++i) {
+      char c = current[i];
+      if (in_comment) {
+        if (c == '\n') in_comment = false;
+        continue;
+      }
+      if (c == '-' && i + 1 < current.size() && current[i + 1] == '-') {
+        in_comment = true;
+        continue;
+      }
+      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+        meaningful = true;
+        break;
+      }
+    }
+    if (meaningful) out.push_back(current);
+    current.clear();
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (line_comment) {
+      current += c;
+      if (c == '\n') line_comment = false;
+      continue;
+    }
+    if (quote) {
+      current += c;
+      if (c == quote) quote = 0;
+      continue;
+    }
+    if (c == '\'' || c == '"' || c == '`') {
+      quote = c;
+      current += c;
+      continue;
+    }
+    if (c == '-' && i + 1 < text.size() && text[i + 1] == '-') {
+      line_comment = true;
+      current += c;
+      continue;
+    }
+    if (c == ';') {
+      flush();
+      continue;
+    }
+    current += c;
+  }
+  flush();
+  return out;
+}
+
+void append_json_string(std::string& out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  out += '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      default:
+        if (c < 0x20) {
+          out += "\\u00";
+          out += hex[c >> 4];
+          out += hex[c & 0xF];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+  }
+  out += '"';
+}
+
+}  // namespace sqllock::detail::mysql

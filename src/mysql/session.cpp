@@ -1,0 +1,352 @@
+// MySQL transactions: statements, optimistic CAS and FOR UPDATE row locks, owned or adopted.
+#include <cppconn/connection.h>
+#include <cppconn/exception.h>
+
+#include <set>
+
+#include "mysql/mysql_internal.hpp"
+#include "sqllock/error.hpp"
+#include "sqllock/mysql.hpp"
+
+namespace sqllock::detail::mysql {
+namespace {
+
+/// Positive answers of the InnoDB-trap check, per schema/table/column, for the whole process.
+/// (A negative answer is asked again: the application may add the index.)
+struct index_cache {
+  std::mutex mutex;
+  std::set<std::string> usable;
+};
+index_cache& indexes() {
+  static index_cache cache;
+  return cache;
+}
+
+int whole_seconds_up(std::chrono::milliseconds ms) {
+  if (ms.count() <= 0) return 0;
+  const auto s = (ms.count() + 999) / 1000;
+  return s > 31536000 ? 31536000 : static_cast<int>(s);
+}
+
+/// Split "schema.table" into its parts (validated identifiers; no quotes inside).
+std::pair<std::string, std::string> split_table(const std::string& table) {
+  const auto dot = table.find('.');
+  if (dot == std::string::npos) return {std::string(), table};
+  return {table.substr(0, dot), table.substr(dot + 1)};
+}
+
+class mysql_session final : public session {
+ public:
+  // Owned: a pooled connection, autocommit off; the transaction starts with the first statement.
+  mysql_session(std::shared_ptr<connection_pool> pool, std::unique_ptr<connection> conn,
+                const client_options& client)
+      : pool_(std::move(pool)), conn_(std::move(conn)), log_options_(client) {}
+  // Adopted: the application's connection and transaction.
+  explicit mysql_session(std::unique_ptr<connection> conn) : conn_(std::move(conn)), adopted_(true) {}
+
+  ~mysql_session() override { rollback(); }
+
+  void commit() override {
+    require_active("commit");
+    if (adopted_) {
+      finish();
+      return;
+    }
+    try {
+      conn_->raw().commit();
+    } catch (const sql::SQLException& e) {
+      state_ = state::aborted;
+      try {
+        conn_->raw().rollback();
+      } catch (...) {
+        conn_->mark_broken();
+      }
+      finish_after_failure(e);
+    }
+    finish();
+  }
+
+  void rollback() noexcept override {
+    if (state_ == state::finished) return;
+    if (!adopted_ && conn_ && !conn_->broken()) {
+      try {
+        conn_->raw().rollback();
+      } catch (const std::exception& e) {
+        conn_->mark_broken();
+        log_message(log_options_, log_level::warning,
+                    std::string("mysql rollback failed: ") + redact_server_message(e.what()));
+      } catch (...) {
+        conn_->mark_broken();
+      }
+    }
+    finish();
+  }
+
+  std::int64_t execute(std::string_view sql, const std::vector<value>& params) override {
+    require_active("execute");
+    try {
+      return conn_->execute(sql, params, "execute");
+    } catch (const error& e) {
+      after_error(e);
+      throw;
+    }
+  }
+
+  result_rows query(std::string_view sql, const std::vector<value>& params) override {
+    require_active("query");
+    try {
+      return conn_->query(sql, params, "query");
+    } catch (const error& e) {
+      after_error(e);
+      throw;
+    }
+  }
+
+  cas_result cas(const cas_request& request) override {
+    require_active("cas");
+    const std::string table = quote_identifier(request.table, dialect::mysql);
+    const std::string version = quote_identifier(request.version_column, dialect::mysql);
+    if (request.key.empty()) throw invalid_argument("cas: the key must name at least one column");
+    std::string sql = "UPDATE " + table + " SET ";
+    std::vector<value> params;
+    for (const auto& [column, v] : request.set) {
+      const std::string c = quote_identifier(column, dialect::mysql);
+      if (c == version) throw invalid_argument("cas: the version column cannot be assigned");
+      sql += c + " = ?, ";
+      params.push_back(v);
+    }
+    sql += version + " = " + version + " + 1";
+    std::string where;
+    std::vector<value> key_params;
+    for (const auto& [column, v] : request.key) {
+      where += (where.empty() ? " WHERE " : " AND ") + quote_identifier(column, dialect::mysql) +
+               " = ?";
+      key_params.push_back(v);
+    }
+    sql += where + " AND " + version + " = ?";
+    params.insert(params.end(), key_params.begin(), key_params.end());
+    params.emplace_back(request.expected_version);
+    try {
+      // The version is always incremented, so the row always changes; the session connection also
+      // has CLIENT_FOUND_ROWS (and an adopted one may not): either way 1 means the CAS applied.
+      if (conn_->execute(sql, params, "cas") >= 1) {
+        return cas_result{cas_result::status::applied, request.expected_version + 1};
+      }
+      // Not applied: read the current version with a locking read (the latest committed version,
+      // not this transaction's snapshot).
+      const std::string read = "SELECT " + version + " FROM " + table + where + " LOCK IN SHARE MODE";
+      result_rows rows = conn_->query(read, key_params, "cas");
+      if (rows.empty()) return cas_result{cas_result::status::missing, 0};
+      const auto& v = rows[0][0];
+      return cas_result{cas_result::status::conflict, v ? std::stoll(*v) : 0};
+    } catch (const error& e) {
+      after_error(e);
+      throw;
+    }
+  }
+
+  row_lock_result lock_rows(const row_lock_request& request) override {
+    require_active("lock_rows");
+    const std::string table = quote_identifier(request.table, dialect::mysql);
+    const std::string key = quote_identifier(request.key_column, dialect::mysql);
+    std::string columns;
+    for (const auto& c : request.columns) {
+      columns += (columns.empty() ? "" : ", ") + quote_identifier(c, dialect::mysql);
+    }
+    if (columns.empty()) columns = key;
+    try {
+      check_index(request.table, request.key_column);
+      if (request.keys.empty()) return row_lock_result{row_lock_result::status::acquired, {}};
+
+      std::string sql = "SELECT " + columns + " FROM " + table + " WHERE " + key + " IN (";
+      for (std::size_t i = 0; i < request.keys.size(); ++i) sql += i ? ", ?" : "?";
+      // MySQL has no FOR NO KEY UPDATE: both strengths are FOR UPDATE.
+      sql += ") ORDER BY " + key + " FOR UPDATE";
+      int restore_timeout = -1;
+      switch (request.mode) {
+        case lock_wait::nowait:
+          sql += " NOWAIT";
+          break;
+        case lock_wait::skip_locked:
+          sql += " SKIP LOCKED";
+          break;
+        case lock_wait::wait:
+          if (request.timeout) {
+            const int s = whole_seconds_up(*request.timeout);
+            if (conn_->traits().mariadb) {
+              sql += " WAIT " + std::to_string(s);
+            } else if (s == 0) {
+              sql += " NOWAIT";
+            } else {
+              // MySQL 8 has no WAIT n: bound this statement through the session variable.
+              restore_timeout = conn_->lock_timeout_s;
+              set_lock_timeout(s);
+            }
+          }
+          break;
+      }
+      row_lock_result result;
+      try {
+        result.rows = conn_->query(sql, request.keys, "lock_rows");
+        result.outcome = row_lock_result::status::acquired;
+      } catch (const lock_not_available&) {
+        if (restore_timeout >= 0) set_lock_timeout(restore_timeout);
+        // InnoDB rolled back only this statement: the transaction stays usable, unless the server
+        // runs with innodb_rollback_on_timeout, which rolled back all of it.
+        if (conn_->traits().rollback_on_timeout) {
+          state_ = state::aborted;
+          throw;
+        }
+        return row_lock_result{row_lock_result::status::not_available, {}};
+      }
+      if (restore_timeout >= 0) set_lock_timeout(restore_timeout);
+      return result;
+    } catch (const invalid_argument&) {
+      throw;
+    } catch (const error& e) {
+      after_error(e);
+      throw;
+    }
+  }
+
+  /// Owned sessions: apply the transaction's lock_timeout to the connection.
+  void start(const transaction_options& options) {
+    const int wanted = options.lock_timeout ? std::max(1, whole_seconds_up(*options.lock_timeout)) : 0;
+    if (wanted != conn_->lock_timeout_s) set_lock_timeout(wanted);
+  }
+
+ private:
+  enum class state { active, aborted, finished };
+
+  void set_lock_timeout(int seconds) {
+    if (seconds > 0) {
+      conn_->execute(statement_text("session_lock_timeout", "sqllock_locks"),
+                     {static_cast<std::int64_t>(seconds)}, "session_lock_timeout");
+    } else {
+      conn_->execute(statement_text("session_lock_timeout_default", "sqllock_locks"), {},
+                     "session_lock_timeout");
+    }
+    conn_->lock_timeout_s = seconds;
+  }
+
+  void require_active(const char* what) {
+    if (state_ == state::active) return;
+    if (state_ == state::aborted) {
+      throw database_error(std::string("mysql ") + what + ": the transaction was rolled back by an "
+                               "earlier error (" + abort_reason_ + "); nothing was committed",
+                           std::string(backend_name), "", what);
+    }
+    throw database_error(std::string("mysql ") + what + ": the transaction has ended",
+                         std::string(backend_name), "", what);
+  }
+
+  /// Bookkeeping after a mapped error of a statement in this transaction.
+  void after_error(const error& e) {
+    if (dynamic_cast<const connection_lost*>(&e)) {
+      conn_->mark_broken();
+      mark_aborted(e);
+    } else if (dynamic_cast<const deadlock_detected*>(&e)) {
+      // InnoDB already rolled back the whole transaction.
+      if (!adopted_) roll_back_quietly();
+      mark_aborted(e);
+    } else if (dynamic_cast<const lock_not_available*>(&e)) {
+      // InnoDB rolled back only the statement (or all, with innodb_rollback_on_timeout): roll back
+      // the rest explicitly so no half transaction lingers. An adopted transaction belongs to the
+      // application, which decides.
+      if (!adopted_) {
+        roll_back_quietly();
+        mark_aborted(e);
+      }
+    }
+  }
+
+  void mark_aborted(const error& e) {
+    state_ = state::aborted;
+    abort_reason_ = e.code().empty() ? std::string("error") : "error " + e.code();
+  }
+
+  void roll_back_quietly() noexcept {
+    try {
+      conn_->raw().rollback();
+    } catch (...) {
+      conn_->mark_broken();
+    }
+  }
+
+  [[noreturn]] void finish_after_failure(const sql::SQLException& e) {
+    try {
+      map_error(e, "commit");
+    } catch (const error&) {
+      finish();
+      throw;
+    }
+  }
+
+  void finish() noexcept {
+    state_ = state::finished;
+    if (!conn_) return;
+    if (adopted_) {
+      conn_.reset();  // borrowed: nothing is closed
+    } else if (pool_) {
+      pool_->give_back(std::move(conn_));
+    } else {
+      conn_.reset();
+    }
+  }
+
+  void check_index(const std::string& table_id, const std::string& column) {
+    auto [schema, table] = split_table(table_id);
+    if (schema.empty()) schema = conn_->traits().database;
+    if (schema.empty()) {
+      throw invalid_argument("lock_rows: no database selected; name the table as schema.table");
+    }
+    const std::string cache_key = schema + '.' + table + '.' + column;
+    {
+      std::lock_guard lock(indexes().mutex);
+      if (indexes().usable.count(cache_key)) return;
+    }
+    result_rows rows = conn_->query(statement_text("index_check", "sqllock_locks"),
+                                    {schema, table, column}, "index_check");
+    const bool usable = !rows.empty() && rows[0][0] && *rows[0][0] != "0";
+    if (!usable) {
+      throw invalid_argument("lock_rows: column " + column + " of table " + table_id +
+                             " is not the first column of a unique or primary index; InnoDB would "
+                             "lock every scanned row (and block inserts), so no lock was taken");
+    }
+    std::lock_guard lock(indexes().mutex);
+    indexes().usable.insert(cache_key);
+  }
+
+  std::shared_ptr<connection_pool> pool_;
+  std::unique_ptr<connection> conn_;
+  client_options log_options_;
+  bool adopted_ = false;
+  state state_ = state::active;
+  std::string abort_reason_;
+};
+
+}  // namespace
+
+std::unique_ptr<session> make_owned_session(std::shared_ptr<connection_pool> pool,
+                                            const transaction_options& options,
+                                            const client_options& client) {
+  std::unique_ptr<connection> c = pool->take();
+  auto s = std::make_unique<mysql_session>(pool, std::move(c), client);
+  s->start(options);  // on failure the session's destructor rolls back and returns the connection
+  return s;
+}
+
+std::unique_ptr<session> make_adopted_session(sql::Connection* c) {
+  if (c == nullptr) throw invalid_argument("sqllock::adopt: null sql::Connection");
+  return std::make_unique<mysql_session>(std::make_unique<connection>(c));
+}
+
+}  // namespace sqllock::detail::mysql
+
+namespace sqllock {
+
+transaction adopt(sql::Connection* connection) {
+  return transaction(detail::mysql::make_adopted_session(connection));
+}
+
+}  // namespace sqllock

@@ -1,0 +1,141 @@
+// Typed errors: one base carrying backend, SQLSTATE/vendor code and statement name, one type per case.
+#pragma once
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace sqllock {
+
+/// Base of every error sqllock throws. Carries where it happened, never bound values or passwords.
+class error : public std::runtime_error {
+ public:
+  /// @param backend   "sqlite", "postgresql", "mysql" or "" when no database was involved
+  /// @param code      SQLSTATE (PostgreSQL) or vendor error code as text (MySQL, SQLite); may be empty
+  /// @param statement name of the sqllock statement that failed (e.g. "lease_acquire"); may be empty
+  error(const std::string& message, std::string backend = {}, std::string code = {},
+        std::string statement = {});
+
+  /// The backend that raised it, or "" for argument errors.
+  const std::string& backend() const noexcept { return backend_; }
+  /// SQLSTATE or vendor code as text, or "".
+  const std::string& code() const noexcept { return code_; }
+  /// The name of the statement that failed (never its bound values), or "".
+  const std::string& statement() const noexcept { return statement_; }
+  /// True when the same operation may succeed if the whole transaction is run again.
+  virtual bool retryable() const noexcept { return false; }
+
+ private:
+  std::string backend_;
+  std::string code_;
+  std::string statement_;
+};
+
+/// Bad input: lock name, TTL, duration, URL, identifier, version. Nothing was changed.
+class invalid_argument : public error {
+ public:
+  explicit invalid_argument(const std::string& message) : error(message) {}
+};
+
+/// The lock tables are missing or older than this library needs; run `sqllock migrate`.
+class schema_missing : public error {
+ public:
+  using error::error;
+};
+
+/// The database could not be reached, or the connection dropped (SQLSTATE class 08, MySQL 2006/2013).
+class connection_lost : public error {
+ public:
+  using error::error;
+};
+
+/// A blocking acquire gave up at its deadline. Carries who held the lock and for how long still.
+class acquire_timeout : public error {
+ public:
+  acquire_timeout(const std::string& message, std::string lock_name, std::string holder,
+                  std::chrono::milliseconds time_left);
+  const std::string& lock_name() const noexcept { return lock_name_; }
+  /// The holder seen at the last attempt ("" if unknown).
+  const std::string& holder() const noexcept { return holder_; }
+  /// The holder's remaining lease time seen at the last attempt.
+  std::chrono::milliseconds time_left() const noexcept { return time_left_; }
+
+ private:
+  std::string lock_name_;
+  std::string holder_;
+  std::chrono::milliseconds time_left_;
+};
+
+/// A blocking acquire was cancelled through its stop token.
+class cancelled : public error {
+ public:
+  explicit cancelled(const std::string& message) : error(message) {}
+};
+
+/// The lease expired and was taken over, or its row vanished, while it was believed held.
+class lease_lost : public error {
+ public:
+  using error::error;
+};
+
+/// A renew or release was refused by the owner check: the caller does not hold the lease.
+class not_holder : public error {
+ public:
+  using error::error;
+};
+
+/// A row lock could not be taken (NOWAIT, or the wait bound passed): PostgreSQL 55P03, MySQL 1205/3572.
+class lock_not_available : public error {
+ public:
+  using error::error;
+};
+
+/// A statement was cancelled by the server (PostgreSQL 57014, statement timeout).
+class query_canceled : public error {
+ public:
+  using error::error;
+};
+
+/// Base for failures that a fresh run of the whole transaction may cure.
+class retryable_error : public error {
+ public:
+  using error::error;
+  bool retryable() const noexcept override { return true; }
+};
+
+/// The database chose this transaction as a deadlock victim (40P01, MySQL 1213, SQLite BUSY on upgrade).
+class deadlock_detected : public retryable_error {
+ public:
+  using retryable_error::retryable_error;
+};
+
+/// Serialization failure (40001).
+class serialization_failure : public retryable_error {
+ public:
+  using retryable_error::retryable_error;
+};
+
+/// An optimistic compare-and-swap found another version. Thrown by `cas_result::value()` and
+/// `transaction::cas_or_throw`; `with_retry` runs the whole function again on it.
+class version_conflict : public retryable_error {
+ public:
+  using retryable_error::retryable_error;
+};
+
+/// `with_retry` gave up after its attempt bound. The last retryable error's text is in what().
+class retries_exhausted : public error {
+ public:
+  retries_exhausted(const std::string& message, int attempts);
+  int attempts() const noexcept { return attempts_; }
+
+ private:
+  int attempts_;
+};
+
+/// Any other database error (syntax, constraint, permissions...).
+class database_error : public error {
+ public:
+  using error::error;
+};
+
+}  // namespace sqllock

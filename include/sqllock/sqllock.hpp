@@ -1,0 +1,8 @@
+// Umbrella header: the whole public API except the per-driver adoption headers.
+#pragma once
+
+#include "sqllock/client.hpp"
+#include "sqllock/error.hpp"
+#include "sqllock/parse.hpp"
+#include "sqllock/transaction.hpp"
+#include "sqllock/value.hpp"

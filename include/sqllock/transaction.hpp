@@ -1,0 +1,169 @@
+// RAII transactions with optimistic CAS and pessimistic row locks on the user's own tables.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sqllock/error.hpp"
+#include "sqllock/value.hpp"
+
+namespace sqllock {
+
+namespace detail {
+class session;
+}
+
+/// How a transaction starts.
+struct transaction_options {
+  /// Upper bound on waiting for any lock inside the transaction. PostgreSQL: `SET LOCAL
+  /// lock_timeout`; MySQL: `innodb_lock_wait_timeout` for the session (whole seconds, rounded up);
+  /// SQLite: the busy timeout of `BEGIN IMMEDIATE`. Unset: the server's default (SQLite: 5 s).
+  std::optional<std::chrono::milliseconds> lock_timeout;
+};
+
+/// An optimistic compare-and-swap of some columns of one row, guarded by a version column.
+///   UPDATE table SET set..., version = version + 1 WHERE key... AND version = expected
+struct cas_request {
+  std::string table;                                  ///< validated identifier, optionally schema.table
+  std::vector<std::pair<std::string, value>> key;     ///< column = value pairs selecting one row
+  std::string version_column = "version";             ///< integer column compared and incremented
+  std::int64_t expected_version = 0;
+  std::vector<std::pair<std::string, value>> set;     ///< columns to assign (may be empty)
+};
+
+/// The typed outcome of a CAS.
+struct cas_result {
+  enum class status { applied, conflict, missing };
+  status outcome = status::missing;
+  /// applied: the new version; conflict: the version found; missing: 0.
+  std::int64_t version = 0;
+
+  bool applied() const noexcept { return outcome == status::applied; }
+  /// The new version, or throws version_conflict (conflict) / database_error (missing row).
+  std::int64_t value() const;
+};
+
+/// Row-lock waiting behaviour.
+enum class lock_wait {
+  wait,         ///< wait (bounded by row_lock_request::timeout or the transaction's lock_timeout)
+  nowait,       ///< fail at once if any row is locked
+  skip_locked,  ///< lock what is free, skip the rest
+};
+
+/// Lock strength. PostgreSQL distinguishes FOR NO KEY UPDATE (does not block foreign-key checks).
+enum class lock_strength { update, no_key_update };
+
+/// Lock rows of a user table selected by one key column.
+///   SELECT columns FROM table WHERE key_column IN (keys...) ORDER BY key_column FOR UPDATE [...]
+/// On MySQL the key column must have a usable unique or primary index (otherwise InnoDB would
+/// lock every scanned row); the request is refused with invalid_argument before any lock is taken.
+/// On SQLite the whole database is write-locked by `BEGIN IMMEDIATE` when the transaction starts;
+/// the call then only reads the rows, and `nowait`/`timeout` apply to that begin.
+struct row_lock_request {
+  std::string table;
+  std::string key_column;
+  std::vector<value> keys;
+  std::vector<std::string> columns;  ///< columns to return; empty: the key column only
+  lock_wait mode = lock_wait::wait;
+  lock_strength strength = lock_strength::update;
+  /// Bound on waiting for this statement (mode == wait). PostgreSQL: lock_timeout for this
+  /// statement; MariaDB: `WAIT n` (whole seconds, rounded up).
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+/// The typed outcome of a row-lock request.
+struct row_lock_result {
+  enum class status { acquired, not_available };
+  status outcome = status::not_available;
+  /// The locked rows in key order (for skip_locked, the ones that were free; missing keys are absent).
+  result_rows rows;
+
+  bool acquired() const noexcept { return outcome == status::acquired; }
+};
+
+/// A database transaction on a connection of its own (or on an adopted application connection).
+/// Roll back on destruction unless committed; errors in that rollback go to the client's log.
+class transaction {
+ public:
+  explicit transaction(std::unique_ptr<detail::session> s);
+  transaction(transaction&&) noexcept;
+  transaction& operator=(transaction&&) noexcept;
+  transaction(const transaction&) = delete;
+  transaction& operator=(const transaction&) = delete;
+  ~transaction();
+
+  /// Commit. Throws on failure (e.g. serialization_failure); the transaction is then finished.
+  void commit();
+  /// Roll back now. Idempotent after commit/rollback.
+  void rollback();
+  /// True until commit() or rollback() (or a failure that ended it).
+  bool active() const noexcept;
+
+  /// Run a statement with `?` placeholders bound to params; returns the affected row count.
+  std::int64_t execute(std::string_view sql, const std::vector<value>& params = {});
+  /// Run a query with `?` placeholders bound to params; returns all rows as text.
+  result_rows query(std::string_view sql, const std::vector<value>& params = {});
+
+  /// Optimistic compare-and-swap; see cas_request.
+  cas_result cas(const cas_request& request);
+  /// Pessimistic row lock; see row_lock_request. A lock that is not available is a result, and
+  /// the transaction stays usable.
+  row_lock_result lock_rows(const row_lock_request& request);
+
+ private:
+  std::unique_ptr<detail::session> session_;
+};
+
+/// Bounds and back-off of with_retry.
+struct retry_policy {
+  int max_attempts = 10;
+  std::chrono::milliseconds backoff_min{2};
+  std::chrono::milliseconds backoff_max{100};
+  transaction_options transaction;
+};
+
+/// What with_retry did, for metrics.
+struct retry_stats {
+  int attempts = 0;
+};
+
+namespace detail {
+void retry_sleep(const retry_policy& policy, int attempt);
+[[noreturn]] void throw_retries_exhausted(const char* what, int attempts);
+}  // namespace detail
+
+/// Run `fn(transaction&)` in a fresh transaction and commit; on a retryable error (version
+/// conflict, deadlock, serialization failure) roll back, wait a jittered back-off and run the
+/// whole function again, at most policy.max_attempts times; then throw retries_exhausted.
+/// `begin` is anything with `transaction begin(const transaction_options&)` (a sqllock::client).
+template <class Begin, class Fn>
+auto with_retry(Begin& begin, Fn&& fn, const retry_policy& policy = {}, retry_stats* stats = nullptr)
+    -> std::invoke_result_t<Fn&, transaction&> {
+  for (int attempt = 1;; ++attempt) {
+    if (stats) stats->attempts = attempt;
+    try {
+      transaction tx = begin.begin(policy.transaction);
+      if constexpr (std::is_void_v<std::invoke_result_t<Fn&, transaction&>>) {
+        fn(tx);
+        tx.commit();
+        return;
+      } else {
+        auto result = fn(tx);
+        tx.commit();
+        return result;
+      }
+    } catch (const retryable_error& e) {
+      if (attempt >= policy.max_attempts) detail::throw_retries_exhausted(e.what(), attempt);
+      detail::retry_sleep(policy, attempt);
+    }
+  }
+}
+
+}  // namespace sqllock

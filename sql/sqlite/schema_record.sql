@@ -1,0 +1,1 @@
+INSERT INTO {{locks_schema}} (version, name) VALUES (?1, ?2)

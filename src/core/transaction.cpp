@@ -1,0 +1,101 @@
+// The transaction RAII wrapper, CAS result access and the retry helper's back-off.
+#include "sqllock/transaction.hpp"
+
+#include <random>
+#include <thread>
+
+#include "core/backend.hpp"
+
+namespace sqllock {
+
+std::int64_t cas_result::value() const {
+  switch (outcome) {
+    case status::applied:
+      return version;
+    case status::conflict:
+      throw version_conflict("optimistic update conflict: the row is at version " + std::to_string(version));
+    case status::missing:
+      break;
+  }
+  throw database_error("optimistic update: the row does not exist");
+}
+
+transaction::transaction(std::unique_ptr<detail::session> s) : session_(std::move(s)) {}
+transaction::transaction(transaction&&) noexcept = default;
+
+transaction& transaction::operator=(transaction&& other) noexcept {
+  if (this != &other) {
+    if (session_) session_->rollback();
+    session_ = std::move(other.session_);
+  }
+  return *this;
+}
+
+transaction::~transaction() {
+  if (session_) session_->rollback();
+}
+
+namespace {
+detail::session& live(const std::unique_ptr<detail::session>& s) {
+  if (!s) throw invalid_argument("transaction already committed or rolled back");
+  return *s;
+}
+}  // namespace
+
+void transaction::commit() {
+  auto s = std::move(session_);
+  live(s).commit();
+}
+
+void transaction::rollback() {
+  if (auto s = std::move(session_)) s->rollback();
+}
+
+bool transaction::active() const noexcept { return session_ != nullptr; }
+
+std::int64_t transaction::execute(std::string_view sql, const std::vector<value>& params) {
+  return live(session_).execute(sql, params);
+}
+
+result_rows transaction::query(std::string_view sql, const std::vector<value>& params) {
+  return live(session_).query(sql, params);
+}
+
+cas_result transaction::cas(const cas_request& request) {
+  validate_identifier(request.table);
+  validate_identifier(request.version_column);
+  if (request.key.empty()) throw invalid_argument("cas: at least one key column is needed");
+  for (const auto& [col, v] : request.key) validate_identifier(col);
+  for (const auto& [col, v] : request.set) {
+    validate_identifier(col);
+    if (col == request.version_column) throw invalid_argument("cas: the version column is set by sqllock itself");
+  }
+  return live(session_).cas(request);
+}
+
+row_lock_result transaction::lock_rows(const row_lock_request& request) {
+  validate_identifier(request.table);
+  validate_identifier(request.key_column);
+  for (const auto& c : request.columns) validate_identifier(c);
+  if (request.keys.empty()) throw invalid_argument("lock_rows: no keys given");
+  if (request.timeout && request.timeout->count() < 0) throw invalid_argument("lock_rows: negative timeout");
+  return live(session_).lock_rows(request);
+}
+
+namespace detail {
+
+void retry_sleep(const retry_policy& policy, int attempt) {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  auto base = policy.backoff_min.count() << std::min(attempt - 1, 20);
+  base = std::min<std::int64_t>(base, policy.backoff_max.count());
+  if (base <= 0) return;
+  std::uniform_int_distribution<std::int64_t> dist(base / 2, base);
+  std::this_thread::sleep_for(std::chrono::milliseconds(dist(rng)));
+}
+
+void throw_retries_exhausted(const char* what, int attempts) {
+  throw retries_exhausted("gave up after " + std::to_string(attempts) + " attempts; last error: " + what, attempts);
+}
+
+}  // namespace detail
+}  // namespace sqllock

@@ -1,0 +1,137 @@
+// Conformance: optimistic compare-and-swap on user tables and the retry helper.
+#include <thread>
+
+#include "conformance/fixture.hpp"
+
+using namespace std::chrono_literals;
+using namespace sqllock_test;
+
+TEST(Cas, AppliedConflictAndMissingAreTypedResults) {
+  auto c = make_client();
+  user_table t(c, {{1, 10}});
+  auto tx = c.begin();
+  auto r = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                   .set = {{"qty", std::int64_t{9}}}});
+  EXPECT_EQ(r.outcome, sqllock::cas_result::status::applied);
+  EXPECT_EQ(r.version, 2);
+  auto stale = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                       .set = {{"qty", std::int64_t{8}}}});
+  EXPECT_EQ(stale.outcome, sqllock::cas_result::status::conflict);
+  EXPECT_EQ(stale.version, 2);
+  EXPECT_THROW(stale.value(), sqllock::version_conflict);
+  auto missing = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{99}}}, .expected_version = 1,
+                         .set = {{"qty", std::int64_t{8}}}});
+  EXPECT_EQ(missing.outcome, sqllock::cas_result::status::missing);
+  tx.commit();
+  EXPECT_EQ(t.qty(1), 9);
+  EXPECT_EQ(t.version(1), 2);
+}
+
+TEST(Cas, UnchangedValuesStillCountAsApplied) {
+  auto c = make_client();
+  user_table t(c, {{1, 10}});
+  auto tx = c.begin();
+  auto r = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                   .set = {{"qty", std::int64_t{10}}}});
+  EXPECT_TRUE(r.applied());
+  EXPECT_EQ(r.version, 2);
+  tx.commit();
+}
+
+TEST(Cas, ConcurrentReadModifyWriteWithRetryLosesNoUpdate) {
+  auto c = make_client();
+  user_table t(c, {{1, 0}});
+  constexpr int threads = 4, per_thread = 15;
+  std::vector<std::thread> workers;
+  std::atomic<int> attempts{0};
+  for (int i = 0; i < threads; ++i) {
+    workers.emplace_back([&] {
+      auto mine = make_client();
+      for (int k = 0; k < per_thread; ++k) {
+        sqllock::retry_stats stats;
+        sqllock::with_retry(
+            mine,
+            [&](sqllock::transaction& tx) {
+              auto row = tx.query("SELECT qty, version FROM " + t.name() + " WHERE id = ?", {std::int64_t{1}});
+              auto qty = row.at(0).as_int(0);
+              auto version = row.at(0).as_int(1);
+              tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = version,
+                      .set = {{"qty", qty + 1}}})
+                  .value();
+            },
+            {.max_attempts = 200}, &stats);
+        attempts += stats.attempts;
+      }
+    });
+  }
+  for (auto& w : workers) w.join();
+  EXPECT_EQ(t.qty(1), threads * per_thread);
+  EXPECT_EQ(t.version(1), 1 + threads * per_thread);
+  EXPECT_GE(attempts.load(), threads * per_thread);
+}
+
+TEST(Cas, RetryHelperGivesUpAfterItsBound) {
+  auto c = make_client();
+  user_table t(c, {{1, 0}});
+  int runs = 0;
+  EXPECT_THROW(sqllock::with_retry(
+                   c,
+                   [&](sqllock::transaction& tx) {
+                     ++runs;
+                     tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 42,
+                             .set = {{"qty", std::int64_t{1}}}})
+                         .value();
+                   },
+                   {.max_attempts = 3, .backoff_min = 1ms, .backoff_max = 2ms}),
+               sqllock::retries_exhausted);
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(t.qty(1), 0);
+}
+
+TEST(Cas, InvalidIdentifiersAreRefusedAndChangeNothing) {
+  auto c = make_client();
+  user_table t(c, {{1, 5}});
+  auto tx = c.begin();
+  EXPECT_THROW(tx.cas({.table = t.name() + "; DROP TABLE x", .key = {{"id", std::int64_t{1}}}}),
+               sqllock::invalid_argument);
+  EXPECT_THROW(tx.cas({.table = t.name(), .key = {{"id = id OR 1", std::int64_t{1}}}}), sqllock::invalid_argument);
+  EXPECT_THROW(tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .version_column = "version\"",
+                       .expected_version = 1}),
+               sqllock::invalid_argument);
+  EXPECT_THROW(tx.cas({.table = t.name(), .key = {}, .expected_version = 1}), sqllock::invalid_argument);
+  EXPECT_THROW(tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                       .set = {{"version", std::int64_t{7}}}}),
+               sqllock::invalid_argument);
+  tx.commit();
+  EXPECT_EQ(t.qty(1), 5);
+  EXPECT_EQ(t.version(1), 1);
+}
+
+TEST(Transaction, RollsBackWhenDestroyedUncommitted) {
+  auto c = make_client();
+  user_table t(c, {{1, 5}});
+  {
+    auto tx = c.begin();
+    tx.execute("UPDATE " + t.name() + " SET qty = 0 WHERE id = ?", {std::int64_t{1}});
+  }
+  EXPECT_EQ(t.qty(1), 5);
+  auto tx = c.begin();
+  tx.execute("UPDATE " + t.name() + " SET qty = 1 WHERE id = ?", {std::int64_t{1}});
+  tx.rollback();
+  EXPECT_FALSE(tx.active());
+  EXPECT_THROW(tx.commit(), sqllock::invalid_argument);
+  EXPECT_EQ(t.qty(1), 5);
+}
+
+TEST(Transaction, BoundValuesAreNeverPastedIntoSql) {
+  auto c = make_client();
+  user_table t(c, {{1, 5}});
+  auto tx = c.begin();
+  auto rows = tx.query("SELECT ? FROM " + t.name() + " WHERE id = ?", {std::string("'); DROP TABLE x; --"),
+                                                                     std::int64_t{1}});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].as_text(0), "'); DROP TABLE x; --");
+  auto nulls = tx.query("SELECT COALESCE(?, 'was null') FROM " + t.name(), {std::monostate{}});
+  EXPECT_EQ(nulls.at(0).as_text(0), "was null");
+  tx.commit();
+}

@@ -1,0 +1,101 @@
+// Unit tests of input validation: URLs, durations, lock names, TTLs, identifiers.
+#include <gtest/gtest.h>
+
+#include "sqllock/error.hpp"
+#include "sqllock/parse.hpp"
+
+using namespace std::chrono_literals;
+using sqllock::database_url;
+
+TEST(ParseUrl, SqliteForms) {
+  EXPECT_EQ(sqllock::parse_url("sqlite:locks.db").path, "locks.db");
+  EXPECT_EQ(sqllock::parse_url("sqlite:/var/lib/app/locks.db").path, "/var/lib/app/locks.db");
+  EXPECT_EQ(sqllock::parse_url("sqlite:///abs/path.db").path, "/abs/path.db");
+  EXPECT_EQ(sqllock::parse_url("sqlite::memory:").path, ":memory:");
+  EXPECT_EQ(sqllock::parse_url("sqlite:locks.db").scheme, database_url::kind::sqlite);
+}
+
+TEST(ParseUrl, ServerForms) {
+  auto u = sqllock::parse_url("mysql://app:p%40ss@db.example:3307/shop?ssl-mode=REQUIRED");
+  EXPECT_EQ(u.scheme, database_url::kind::mysql);
+  EXPECT_EQ(u.user, "app");
+  EXPECT_EQ(u.password, "p@ss");
+  EXPECT_EQ(u.host, "db.example");
+  EXPECT_EQ(u.port, 3307);
+  EXPECT_EQ(u.database, "shop");
+  EXPECT_EQ(u.params.at("ssl-mode"), "REQUIRED");
+  auto p = sqllock::parse_url("postgres://u@[::1]:5433/db");
+  EXPECT_EQ(p.scheme, database_url::kind::postgresql);
+  EXPECT_EQ(p.host, "::1");
+  EXPECT_EQ(p.port, 5433);
+  EXPECT_EQ(sqllock::parse_url("postgresql://localhost/db").port, 0);
+  EXPECT_EQ(sqllock::parse_url("postgresql:///db?host=/tmp").params.at("host"), "/tmp");
+}
+
+TEST(ParseUrl, RedactedNeverShowsThePassword) {
+  auto u = sqllock::parse_url("postgresql://app:hunter2@db:5432/x?sslmode=require");
+  EXPECT_EQ(u.redacted(), "postgresql://app:***@db:5432/x?sslmode=require");
+  EXPECT_EQ(sqllock::parse_url("mysql://app:a:b@c@db/x").redacted(), "mysql://app:***@db/x");
+  EXPECT_EQ(sqllock::parse_url("mysql://app@db/x").redacted(), "mysql://app@db/x");
+}
+
+TEST(ParseUrl, BadUrlsAreInvalidArguments) {
+  for (const char* bad : {"", "sqlite:", "sqlite://h/x", "http://x/y", "mysql://h", "mysql://u:pw@h:0/db",
+                          "mysql://u:pw@h:65536/db", "mysql://u:pw@h:12a/db", "postgresql://u:pw@h:/db",
+                          "mysql://u:pw@h/db?=x", "mysql://u:pw@h/d%2", "mysql://u:pw@[::1/db", "sqlite:/"}) {
+    try {
+      sqllock::parse_url(bad);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).find("pw@"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(sqllock::parse_url(std::string("sqlite:a\0b", 10)), sqllock::invalid_argument);
+}
+
+TEST(ParseDuration, Units) {
+  EXPECT_EQ(sqllock::parse_duration("500ms"), 500ms);
+  EXPECT_EQ(sqllock::parse_duration("30s"), 30s);
+  EXPECT_EQ(sqllock::parse_duration("5m"), 5min);
+  EXPECT_EQ(sqllock::parse_duration("1h"), 1h);
+  EXPECT_EQ(sqllock::parse_duration("0s"), 0ms);
+}
+
+TEST(ParseDuration, BadDurations) {
+  for (const char* bad : {"", "s", "10", "-5s", "1.5s", "10 s", "10sec", "5d", "99999999999999999999s", "1e3ms",
+                          "100000h", " 1s", "1s "}) {
+    EXPECT_THROW(sqllock::parse_duration(bad), sqllock::invalid_argument) << bad;
+  }
+}
+
+TEST(LockName, Validation) {
+  EXPECT_NO_THROW(sqllock::validate_lock_name("a"));
+  EXPECT_NO_THROW(sqllock::validate_lock_name(std::string(255, 'x')));
+  EXPECT_NO_THROW(sqllock::validate_lock_name("\xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x94\x92"));
+  EXPECT_NO_THROW(sqllock::validate_lock_name("'; DROP TABLE x; --"));
+  EXPECT_THROW(sqllock::validate_lock_name(""), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::validate_lock_name(std::string(256, 'x')), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::validate_lock_name(std::string("a\0", 2)), sqllock::invalid_argument);
+  for (const char* bad : {"\x80", "\xC3", "\xC3\x28", "\xE0\x80\xAF", "\xF4\x90\x80\x80", "\xED\xBF\xBF", "\xF8\x88\x80\x80\x80"}) {
+    EXPECT_THROW(sqllock::validate_lock_name(bad), sqllock::invalid_argument) << bad;
+  }
+}
+
+TEST(Ttl, Validation) {
+  EXPECT_NO_THROW(sqllock::validate_ttl(1ms));
+  EXPECT_THROW(sqllock::validate_ttl(0ms), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::validate_ttl(-1ms), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::validate_ttl(std::chrono::hours(24 * 366 * 11)), sqllock::invalid_argument);
+}
+
+TEST(Identifier, ValidationAndQuoting) {
+  EXPECT_EQ(sqllock::quote_identifier("stock", sqllock::dialect::postgresql), "\"stock\"");
+  EXPECT_EQ(sqllock::quote_identifier("shop.stock", sqllock::dialect::postgresql), "\"shop\".\"stock\"");
+  EXPECT_EQ(sqllock::quote_identifier("shop.stock", sqllock::dialect::mysql), "`shop`.`stock`");
+  EXPECT_EQ(sqllock::quote_identifier("_x1", sqllock::dialect::sqlite), "\"_x1\"");
+  for (const char* bad : {"", "1x", "a-b", "a b", "a.b.c", ".a", "a.", "a\"b", "a`b", "a;b", "\xC3\xA9"}) {
+    EXPECT_THROW(sqllock::quote_identifier(bad, sqllock::dialect::mysql), sqllock::invalid_argument) << bad;
+  }
+  EXPECT_NO_THROW(sqllock::validate_identifier(std::string(63, 'a')));
+  EXPECT_THROW(sqllock::validate_identifier(std::string(64, 'a')), sqllock::invalid_argument);
+}

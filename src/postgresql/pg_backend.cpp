@@ -43,7 +43,7 @@ class pg_backend final : public backend {
         migrate_record_(load("migrate_record", table_)),
         pool_(std::make_shared<connection_pool>(target_, options_)) {
     validate_conninfo(config.url);
-    lease_ = connect(target_);
+    lease_ = connect(target_, &options_);
     if (options_.notifications) listener_ = std::make_unique<listener>(target_, options_);
   }
 
@@ -224,7 +224,13 @@ class pg_backend final : public backend {
 
   // The lease connection, reconnected first if it was lost (caller holds mutex_).
   PGconn* lease_conn() {
-    if (lease_ && PQstatus(lease_.get()) == CONNECTION_OK) return lease_.get();
+    // An idle connection the server has ended (pg_terminate_backend, restart) already holds the
+    // FATAL message and EOF: reading them without blocking marks it bad, and we reconnect before
+    // sending anything, so nothing is ever run twice.
+    if (lease_ && PQstatus(lease_.get()) == CONNECTION_OK) {
+      if (idle_connection_alive(lease_.get())) return lease_.get();
+      log_message(options_, log_level::info, "postgresql: the lease connection was closed by the server; reconnecting");
+    }
     prepared_.clear();
     if (lease_) {
       PQreset(lease_.get());
@@ -238,7 +244,7 @@ class pg_backend final : public backend {
       throw connection_lost("postgresql: cannot reconnect to " + target_.redacted + ": " + reason,
                             std::string(backend_name), "08006", "connect");
     }
-    lease_ = connect(target_);
+    lease_ = connect(target_, &options_);
     return lease_.get();
   }
 

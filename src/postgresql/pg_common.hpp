@@ -44,7 +44,12 @@ struct conn_target {
 void validate_conninfo(const database_url& url);
 
 /// Open a connection (blocking). Throws connection_lost with the server's reason on failure.
-conn_ptr connect(const conn_target& target);
+/// Server notices go to `log` (debug level; it must outlive the connection), never to stderr.
+conn_ptr connect(const conn_target& target, const client_options* log);
+
+/// False when the server has already ended this idle connection (its FATAL message and EOF are
+/// waiting in the socket); reads pending input without blocking.
+bool idle_connection_alive(PGconn* conn);
 
 /// THE error mapping of this backend: throws the typed sqllock error for a failed result (or for a
 /// failure with no result, from the connection's state). `statement` is the sqllock statement

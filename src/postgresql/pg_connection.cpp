@@ -1,4 +1,6 @@
 // libpq plumbing for the PostgreSQL backend: connecting, running statements, values and rows.
+#include <poll.h>
+
 #include <charconv>
 #include <cinttypes>
 #include <cmath>
@@ -53,13 +55,35 @@ void validate_conninfo(const database_url& url) {
   throw invalid_argument("invalid PostgreSQL URL " + url.redacted() + ": " + reason);
 }
 
-conn_ptr connect(const conn_target& target) {
+namespace {
+
+void forward_notice(void* arg, const char* message) {
+  if (!arg || !message) return;
+  std::string m = message;
+  while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+  log_message(*static_cast<const client_options*>(arg), log_level::debug, "postgresql: " + m);
+}
+
+}  // namespace
+
+bool idle_connection_alive(PGconn* conn) {
+  for (int i = 0; i < 4; ++i) {
+    if (PQstatus(conn) != CONNECTION_OK) return false;
+    pollfd p{PQsocket(conn), POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) return true;  // nothing pending
+    if (!PQconsumeInput(conn)) return false;
+  }
+  return PQstatus(conn) == CONNECTION_OK;
+}
+
+conn_ptr connect(const conn_target& target, const client_options* log) {
   // Options before "dbname" are defaults: the URL's own settings override them.
   const char* keys[] = {"fallback_application_name", "connect_timeout", "client_encoding", "dbname",
                         nullptr};
   const char* values[] = {"sqllock", "10", "UTF8", target.url.c_str(), nullptr};
   conn_ptr conn(PQconnectdbParams(keys, values, 1));
   if (!conn) throw connection_lost("postgresql: out of memory connecting", std::string(backend_name), "08006", "connect");
+  PQsetNoticeProcessor(conn.get(), forward_notice, const_cast<client_options*>(log));
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     std::string reason = PQerrorMessage(conn.get());
     while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
@@ -205,10 +229,10 @@ std::pair<conn_ptr, bool> connection_pool::take() {
     while (!idle_.empty()) {
       conn_ptr c = std::move(idle_.back());
       idle_.pop_back();
-      if (PQstatus(c.get()) == CONNECTION_OK) return {std::move(c), true};
+      if (idle_connection_alive(c.get())) return {std::move(c), true};
     }
   }
-  return {connect(target_), false};
+  return {connect(target_, &options_), false};
 }
 
 void connection_pool::give_back(conn_ptr conn) noexcept {

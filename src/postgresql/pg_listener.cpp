@@ -76,7 +76,7 @@ void listener::watch(const std::string& name, const std::string& channel) noexce
       if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
         conn_.reset();
         try {
-          conn_ = connect(target_);
+          conn_ = connect(target_, &options_);
           // A fresh connection listens on every watched channel, this one included.
           for (const auto& [ch, count] : channels_) exec_simple(conn_.get(), listen_sql("LISTEN", ch), "listen");
         } catch (const std::exception& e) {
@@ -143,7 +143,7 @@ void listener::run() {
     if (need_connect) {
       conn_ptr fresh;
       try {
-        fresh = connect(target_);
+        fresh = connect(target_, &options_);
         std::lock_guard lock(mutex_);
         for (const auto& [ch, count] : channels_) exec_simple(fresh.get(), listen_sql("LISTEN", ch), "listen");
         conn_ = std::move(fresh);

@@ -1,0 +1,615 @@
+// PostgreSQL-specific tests: wake-up latency, server log, restart, terminated connections, row
+// locks, deadlocks, adoption, and the backend's statements through the seam.
+#include <gtest/gtest.h>
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "sqllock/postgresql.hpp"
+#include "sqllock/sqllock.hpp"
+
+using namespace std::chrono_literals;
+using std::chrono::milliseconds;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string url() { return env("SQLLOCK_TEST_POSTGRESQL_URL"); }
+
+std::string unique(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  static const auto run = std::random_device{}() % 1000000;
+  return prefix + "_" + std::to_string(run) + "_" + std::to_string(counter++);
+}
+
+std::string with_param(const std::string& u, const std::string& kv) {
+  return u + (u.find('?') == std::string::npos ? "?" : "&") + kv;
+}
+
+// A libpq connection of the test's own (admin work, adoption).
+struct pg_handle {
+  PGconn* c = nullptr;
+  explicit pg_handle(const std::string& u) : c(PQconnectdb(u.c_str())) {}
+  ~pg_handle() { PQfinish(c); }
+  bool ok() const { return c && PQstatus(c) == CONNECTION_OK; }
+  // Run SQL; returns the first column of the first row ("" if none). Fails the test on error.
+  std::string run(const std::string& sql) {
+    PGresult* r = PQexec(c, sql.c_str());
+    const auto st = PQresultStatus(r);
+    std::string out;
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) {
+      ADD_FAILURE() << "SQL failed: " << sql << ": " << PQresultErrorMessage(r);
+    } else if (PQntuples(r) > 0 && PQnfields(r) > 0) {
+      out = PQgetvalue(r, 0, 0);
+    }
+    PQclear(r);
+    return out;
+  }
+};
+
+class PostgreSQL : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(url().empty())
+        << "SQLLOCK_TEST_POSTGRESQL_URL is not set: start a server with scripts/postgresql-server.sh "
+           "start DIR and source DIR/env.sh (this is a failure, not a skip)";
+    static bool migrated = false;
+    if (!migrated) {
+      sqllock::client_options o;
+      o.require_schema = false;
+      auto c = sqllock::connect(url(), o);
+      c.migrate();
+      migrated = true;
+    }
+  }
+
+  static sqllock::client client(sqllock::client_options o = {}) { return sqllock::connect(url(), o); }
+  static std::string admin_url() {
+    auto a = env("SQLLOCK_TEST_POSTGRESQL_ADMIN_URL");
+    return a.empty() ? url() : a;
+  }
+
+  // A user table (id bigint primary key, qty bigint, version bigint) with rows 1..n.
+  std::string make_table(int n) {
+    std::string t = unique("pg_items");
+    pg_handle h(url());
+    EXPECT_TRUE(h.ok());
+    h.run("CREATE TABLE " + t + " (id bigint PRIMARY KEY, qty bigint NOT NULL, version bigint NOT NULL)");
+    h.run("INSERT INTO " + t + " SELECT g, 10, 1 FROM generate_series(1, " + std::to_string(n) + ") g");
+    tables_.push_back(t);
+    return t;
+  }
+
+  void TearDown() override {
+    if (tables_.empty()) return;
+    pg_handle h(url());
+    for (auto& t : tables_) h.run("DROP TABLE IF EXISTS " + t);
+  }
+
+  std::vector<std::string> tables_;
+};
+
+// ---- wake-up latency ----
+
+struct waiter_process {
+  FILE* out = nullptr;
+  explicit waiter_process(const std::string& name) {
+    out = ::popen((std::string(SQLLOCK_TEST_WAITER) + " " + name).c_str(), "r");
+  }
+  ~waiter_process() {
+    if (out) ::pclose(out);
+  }
+  std::string line() {
+    char buf[256];
+    if (!out || !std::fgets(buf, sizeof buf, out)) return {};
+    std::string s(buf);
+    while (!s.empty() && s.back() == '\n') s.pop_back();
+    return s;
+  }
+  int close() {
+    int rc = ::pclose(out);
+    out = nullptr;
+    return rc;
+  }
+};
+
+TEST_F(PostgreSQL, NotificationWakesAWaiterInAnotherProcessWithin50ms) {
+  auto c = client();
+  std::vector<double> latencies;
+  const int rounds = 9;
+  for (int i = 0; i < rounds; ++i) {
+    const std::string name = unique("pg_wake");
+    auto g = c.acquire_for(name, 5s, {.ttl = 30s});
+    const auto held_token = g.fencing_token();
+    waiter_process w(name);
+    ASSERT_EQ(w.line(), "waiting");
+    // Let the waiter make its first attempt and start listening; its next poll is >= 2.5 s away.
+    std::this_thread::sleep_for(600ms);
+    const auto released_at = steady::now();
+    g.release();
+    const std::string got = w.line();
+    ASSERT_EQ(got.rfind("acquired ", 0), 0u) << got;
+    std::istringstream in(got.substr(9));
+    long long ns = 0, token = 0;
+    in >> ns >> token;
+    EXPECT_GT(token, held_token);
+    const double ms =
+        (ns - std::chrono::duration_cast<std::chrono::nanoseconds>(released_at.time_since_epoch()).count()) / 1e6;
+    latencies.push_back(ms);
+    EXPECT_EQ(w.close(), 0);
+    EXPECT_LT(ms, 2000.0) << "round " << i << ": only a poll (>= 2.5 s) could explain this";
+  }
+  std::sort(latencies.begin(), latencies.end());
+  const double median = latencies[latencies.size() / 2];
+  std::printf("[ metric   ] notification wake-up latency across processes (release() start -> waiter "
+              "acquired, %d rounds, waiter poll 5 s): median %.2f ms, min %.2f ms, max %.2f ms\n",
+              rounds, median, latencies.front(), latencies.back());
+  RecordProperty("median_wakeup_ms", std::to_string(median));
+  EXPECT_LT(median, 50.0);
+}
+
+TEST_F(PostgreSQL, NotificationsOffStillWorksByPolling) {
+  sqllock::client_options o;
+  o.notifications = false;
+  o.prepared_statements = false;
+  o.poll_min = 5ms;
+  o.poll_max = 20ms;
+  auto a = client(o);
+  auto b = client(o);
+  const std::string name = unique("pg_quiet");
+  auto g = a.acquire_for(name, 2s, {.ttl = 10s});
+  std::thread t([&] {
+    std::this_thread::sleep_for(100ms);
+    g.release();
+  });
+  auto start = steady::now();
+  auto h = b.acquire_for(name, 5s, {.ttl = 10s});
+  t.join();
+  EXPECT_LT(steady::now() - start, 2s);
+  EXPECT_GT(h.fencing_token(), 1);
+  h.renew();
+  h.release();
+}
+
+// ---- server log ----
+
+TEST_F(PostgreSQL, ContentionAndConcurrentMigrateLeaveNoDuplicateKeyInServerLog) {
+  // Many clients racing for brand-new names: every acquire meets a concurrent insert.
+  const int clients = 4;
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) names.push_back(unique("pg_race"));
+  std::atomic<int> acquired{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < clients; ++t) {
+    threads.emplace_back([&] {
+      auto c = client();
+      for (int round = 0; round < 3; ++round) {
+        for (auto& n : names) {
+          if (auto g = c.try_acquire(n, {.ttl = 5s, .auto_renew = false})) {
+            ++acquired;
+            g->release();
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_GE(acquired.load(), static_cast<int>(names.size()));
+
+  // Concurrent migrations of a new lock table: the advisory lock serializes CREATE TABLE.
+  const std::string table = unique("pg_locks_mig");
+  std::vector<std::thread> migrators;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 4; ++t) {
+    migrators.emplace_back([&] {
+      sqllock::client_options o;
+      o.table = table;
+      o.require_schema = false;
+      auto c = client(o);
+      if (c.migrate() == sqllock::client::required_schema_version()) ++ok;
+    });
+  }
+  for (auto& t : migrators) t.join();
+  EXPECT_EQ(ok.load(), 4);
+  {
+    sqllock::client_options o;
+    o.table = table;
+    auto c = client(o);
+    EXPECT_EQ(c.schema_version(), sqllock::client::required_schema_version());
+    pg_handle h(url());
+    h.run("DROP TABLE " + table + ", " + table + "_schema");
+  }
+
+  const std::string log = env("SQLLOCK_TEST_POSTGRESQL_LOG");
+  ASSERT_FALSE(log.empty()) << "SQLLOCK_TEST_POSTGRESQL_LOG is not set (scripts/postgresql-server.sh sets it)";
+  std::ifstream in(log);
+  ASSERT_TRUE(in) << "cannot read " << log;
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    EXPECT_EQ(line.find("duplicate key"), std::string::npos) << log << ": " << line;
+  }
+  EXPECT_GT(lines, 0);
+}
+
+// ---- restart ----
+
+TEST_F(PostgreSQL, FencingTokensKeepGrowingAcrossAServerRestart) {
+  const std::string restart = env("SQLLOCK_TEST_POSTGRESQL_RESTART");
+  ASSERT_FALSE(restart.empty()) << "SQLLOCK_TEST_POSTGRESQL_RESTART is not set";
+  auto c = client();
+  const std::string name = unique("pg_restart");
+  const std::string held = unique("pg_restart_held");
+  std::int64_t before = 0;
+  {
+    auto g = c.acquire_for(name, 5s, {.ttl = 10s});
+    auto g2 = c.acquire_for(name, 5s, {.ttl = 10s});  // reentrant: same token
+    EXPECT_EQ(g2.fencing_token(), g.fencing_token());
+    const auto first = g.fencing_token();
+    g2.release();
+    g.release();
+    auto again = c.acquire_for(name, 5s, {.ttl = 10s});
+    EXPECT_GT(again.fencing_token(), first);
+    before = again.fencing_token();
+    again.release();
+  }
+  // A lease held through the restart: the watchdog reconnects and keeps renewing it.
+  auto h = c.acquire_for(held, 5s, {.ttl = 3s});
+  const auto held_token = h.fencing_token();
+
+  ASSERT_EQ(std::system(restart.c_str()), 0) << restart;
+
+  // The first call after the restart reconnects; retry while the server is still coming up.
+  std::optional<sqllock::lease_guard> g;
+  const auto deadline = steady::now() + 20s;
+  while (!g && steady::now() < deadline) {
+    try {
+      g = c.try_acquire(name, {.ttl = 10s});
+    } catch (const sqllock::connection_lost&) {
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  ASSERT_TRUE(g.has_value());
+  EXPECT_GT(g->fencing_token(), before);
+  g->release();
+
+  std::this_thread::sleep_for(4s);  // longer than the held lease's TTL
+  EXPECT_FALSE(h.lost());
+  auto info = c.inspect(held);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->fencing_token, held_token);
+  EXPECT_GT(info->time_left.count(), 0);
+  h.release();
+}
+
+// ---- terminated lease connection ----
+
+TEST_F(PostgreSQL, TerminatedLeaseConnectionIsReconnectedAndNeverBelievedHeldWhenGone) {
+  const std::string app = unique("victim");
+  auto victim = sqllock::connect(with_param(url(), "application_name=" + app));
+  auto other = client();
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  auto terminate = [&] {
+    return admin.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '" +
+                     app + "'");
+  };
+
+  const std::string name = unique("pg_term");
+  std::atomic<int> lost_calls{0};
+  auto g = victim.acquire_for(name, 5s, {.ttl = 1500ms, .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; }});
+  const auto token = g.fencing_token();
+
+  // 1. Kill the connection: the watchdog's next renewal reconnects; the lease stays held.
+  EXPECT_NE(terminate(), "0");
+  std::this_thread::sleep_for(3s);
+  EXPECT_FALSE(g.lost());
+  auto info = other.inspect(name);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->fencing_token, token);
+  EXPECT_GT(info->time_left.count(), 0);
+  // Other operations on the client work right away after a kill (reconnect before sending).
+  EXPECT_NE(terminate(), "0");
+  std::this_thread::sleep_for(100ms);
+  EXPECT_NO_THROW(victim.list_locks());
+
+  // 2. Kill it again and remove the lease behind its back: the guard must find out.
+  EXPECT_NE(terminate(), "0");
+  EXPECT_TRUE(other.force_release(name));
+  const auto deadline = steady::now() + 5s;
+  while (!g.lost() && steady::now() < deadline) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(g.lost());
+  EXPECT_EQ(lost_calls.load(), 1);
+  EXPECT_THROW(g.release(), sqllock::lease_lost);
+
+  // 3. The client still works.
+  auto again = victim.acquire_for(name, 5s, {.ttl = 5s});
+  EXPECT_GT(again.fencing_token(), token);
+  again.release();
+}
+
+// ---- row locks ----
+
+TEST_F(PostgreSQL, RowLocksNowaitSkipLockedAndTimeoutAreTypedResults) {
+  auto c = client();
+  const std::string t = make_table(3);
+  auto holder = c.begin();
+  auto r = holder.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{1}, std::int64_t{2}},
+                             .columns = {"id", "qty"}});
+  ASSERT_TRUE(r.acquired());
+  ASSERT_EQ(r.rows.size(), 2u);
+  EXPECT_EQ(r.rows[0].as_int(0), 1);
+  EXPECT_EQ(r.rows[1].as_int(1), 10);
+
+  auto tx = c.begin();
+  const std::string before = tx.query("SHOW lock_timeout").at(0).as_text(0);
+  auto nowait = tx.lock_rows({.table = t, .key_column = "id",
+                              .keys = {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}},
+                              .mode = sqllock::lock_wait::nowait});
+  EXPECT_FALSE(nowait.acquired());
+  EXPECT_TRUE(nowait.rows.empty());
+  EXPECT_EQ(tx.query("SELECT 1").at(0).as_int(0), 1);  // still usable
+
+  auto skip = tx.lock_rows({.table = t, .key_column = "id",
+                            .keys = {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}},
+                            .mode = sqllock::lock_wait::skip_locked, .strength = sqllock::lock_strength::no_key_update});
+  ASSERT_TRUE(skip.acquired());
+  ASSERT_EQ(skip.rows.size(), 1u);
+  EXPECT_EQ(skip.rows[0].as_int(0), 3);
+
+  auto start = steady::now();
+  auto timed = tx.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{1}}, .timeout = 150ms});
+  const auto waited = steady::now() - start;
+  EXPECT_FALSE(timed.acquired());
+  EXPECT_GE(waited, 140ms);
+  EXPECT_LT(waited, 3s);
+  EXPECT_EQ(tx.query("SHOW lock_timeout").at(0).as_text(0), before);  // per-statement only
+  EXPECT_EQ(tx.execute("UPDATE " + t + " SET qty = qty - 1 WHERE id = ?", {std::int64_t{3}}), 1);
+  tx.commit();
+
+  // The transaction-wide bound, and a raw NOWAIT statement as a typed error.
+  auto bounded = c.begin({.lock_timeout = 100ms});
+  start = steady::now();
+  EXPECT_FALSE(bounded.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{2}}}).acquired());
+  EXPECT_LT(steady::now() - start, 3s);
+  try {
+    bounded.query("SELECT id FROM " + t + " WHERE id = ? FOR UPDATE NOWAIT", {std::int64_t{1}});
+    ADD_FAILURE() << "no error";
+  } catch (const sqllock::lock_not_available& e) {
+    EXPECT_EQ(e.code(), "55P03");
+    EXPECT_EQ(e.backend(), "postgresql");
+  }
+  bounded.rollback();
+  holder.rollback();
+
+  auto check = c.begin();
+  EXPECT_EQ(check.query("SELECT qty FROM " + t + " WHERE id = 3").at(0).as_int(0), 9);
+  check.commit();
+}
+
+TEST_F(PostgreSQL, DeadlockIsMappedToRetryableDeadlockDetected) {
+  auto c = client();
+  const std::string t = make_table(2);
+  auto a = c.begin();
+  auto b = c.begin();
+  ASSERT_TRUE(a.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{1}}}).acquired());
+  ASSERT_TRUE(b.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{2}}}).acquired());
+  std::atomic<int> deadlocks{0};
+  std::string code, backend;
+  bool retryable = false;
+  std::mutex mu;
+  auto cross = [&](sqllock::transaction& tx, std::int64_t key) {
+    try {
+      tx.lock_rows({.table = t, .key_column = "id", .keys = {key}});
+    } catch (const sqllock::deadlock_detected& e) {
+      ++deadlocks;
+      std::lock_guard lk(mu);
+      code = e.code();
+      backend = e.backend();
+      retryable = e.retryable();
+      tx.rollback();  // lets the other one through
+    }
+  };
+  std::thread ta([&] { cross(a, 2); });
+  std::thread tb([&] { cross(b, 1); });
+  ta.join();
+  tb.join();
+  EXPECT_EQ(deadlocks.load(), 1);
+  EXPECT_EQ(code, "40P01");
+  EXPECT_EQ(backend, "postgresql");
+  EXPECT_TRUE(retryable);
+  if (a.active()) a.rollback();
+  if (b.active()) b.rollback();
+
+  // with_retry runs the whole function again after a retryable error.
+  int calls = 0;
+  sqllock::retry_stats stats;
+  sqllock::with_retry(
+      c,
+      [&](sqllock::transaction& tx) {
+        if (++calls == 1) throw sqllock::deadlock_detected("simulated", "postgresql", "40P01", "test");
+        tx.execute("UPDATE " + t + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+      },
+      {}, &stats);
+  EXPECT_EQ(stats.attempts, 2);
+}
+
+// ---- CAS and adoption ----
+
+TEST_F(PostgreSQL, CasThroughLibpqWithBoundParameters) {
+  auto c = client();
+  const std::string t = make_table(1);
+  auto tx = c.begin();
+  auto r = tx.cas({.table = t, .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                   .set = {{"qty", std::int64_t{7}}}});
+  EXPECT_TRUE(r.applied());
+  EXPECT_EQ(r.version, 2);
+  auto stale = tx.cas({.table = t, .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                       .set = {{"qty", std::int64_t{8}}}});
+  EXPECT_EQ(stale.outcome, sqllock::cas_result::status::conflict);
+  EXPECT_EQ(stale.version, 2);
+  auto missing = tx.cas({.table = t, .key = {{"id", std::int64_t{42}}}, .expected_version = 1});
+  EXPECT_EQ(missing.outcome, sqllock::cas_result::status::missing);
+  // Placeholders inside quotes, comments and dollar quotes are not parameters.
+  auto rows = tx.query("SELECT '?' AS q, $$?$$ AS d, ? /* ? */ -- ?\n AS v", {std::string("it's")});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].as_text(0), "?");
+  EXPECT_EQ(rows[0].as_text(1), "?");
+  EXPECT_EQ(rows[0].as_text(2), "it's");
+  auto nulls = tx.query("SELECT ?::text IS NULL, ?::float8", {std::monostate{}, 0.25});
+  EXPECT_EQ(nulls.at(0).as_text(0), "t");
+  EXPECT_EQ(nulls.at(0).as_text(1), "0.25");
+  EXPECT_THROW(tx.query("SELECT ?", {}), sqllock::invalid_argument);
+  tx.commit();
+}
+
+TEST_F(PostgreSQL, AdoptedConnectionRunsInTheApplicationsTransactionAndIsNeverClosed) {
+  EXPECT_THROW(sqllock::adopt(static_cast<pg_conn*>(nullptr)), sqllock::invalid_argument);
+  const std::string t = make_table(2);
+  pg_handle app(url());
+  ASSERT_TRUE(app.ok());
+  app.run("BEGIN");
+  {
+    auto tx = sqllock::adopt(app.c);
+    auto r = tx.cas({.table = t, .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                     .set = {{"qty", std::int64_t{99}}}});
+    EXPECT_TRUE(r.applied());
+    auto locked = tx.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{2}}});
+    EXPECT_TRUE(locked.acquired());
+    auto busy = tx.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{2}},
+                              .mode = sqllock::lock_wait::nowait});
+    EXPECT_TRUE(busy.acquired());  // our own lock
+    tx.commit();  // ends the handle only
+  }
+  EXPECT_EQ(PQstatus(app.c), CONNECTION_OK);
+  EXPECT_EQ(PQtransactionStatus(app.c), PQTRANS_INTRANS);  // the application's transaction is still open
+
+  auto c = client();
+  {
+    auto other = c.begin();
+    EXPECT_FALSE(other.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{2}},
+                                  .mode = sqllock::lock_wait::nowait})
+                     .acquired());
+    EXPECT_EQ(other.query("SELECT version FROM " + t + " WHERE id = 1").at(0).as_int(0), 1);  // not committed
+    other.rollback();
+  }
+  EXPECT_EQ(app.run("SELECT qty FROM " + t + " WHERE id = 1"), "99");
+  app.run("ROLLBACK");
+  EXPECT_EQ(app.run("SELECT version FROM " + t + " WHERE id = 1"), "1");
+  {
+    auto tx = sqllock::adopt(app.c);  // adopted while idle: statements still run there
+    EXPECT_EQ(tx.query("SELECT qty FROM " + t + " WHERE id = ?", {std::int64_t{1}}).at(0).as_int(0), 10);
+  }  // destructor rolls back nothing on an adopted connection
+  EXPECT_EQ(PQstatus(app.c), CONNECTION_OK);
+}
+
+// ---- URLs, errors ----
+
+TEST_F(PostgreSQL, BadUrlsAndCredentialsNeverEchoThePassword) {
+  try {
+    sqllock::connect("postgresql://u:TopSecret9@127.0.0.1:1/db?no_such_option=1");
+    ADD_FAILURE() << "no error";
+  } catch (const sqllock::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()).find("TopSecret9"), std::string::npos) << e.what();
+  }
+  std::string bad = url();
+  const auto at = bad.find('@');
+  const auto colon = bad.rfind(':', at);
+  ASSERT_NE(at, std::string::npos);
+  bad = bad.substr(0, colon + 1) + "WrongPassw0rd" + bad.substr(at);
+  try {
+    sqllock::connect(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const sqllock::connection_lost& e) {
+    EXPECT_EQ(std::string(e.what()).find("WrongPassw0rd"), std::string::npos) << e.what();
+    EXPECT_EQ(e.backend(), "postgresql");
+  }
+  sqllock::client_options o;
+  o.table = unique("pg_no_such_table");
+  EXPECT_THROW(sqllock::connect(url(), o), sqllock::schema_missing);
+  o.require_schema = false;
+  auto c = sqllock::connect(url(), o);
+  EXPECT_EQ(c.schema_version(), 0);
+  EXPECT_THROW(c.try_acquire("x"), sqllock::schema_missing);
+}
+
+// ---- the seam directly ----
+
+TEST_F(PostgreSQL, BackendStatementsThroughTheSeam) {
+  sqllock::detail::backend_config cfg{sqllock::parse_url(url()), {}};
+  auto b = sqllock::detail::make_postgresql_backend(cfg);
+  const std::string n1 = unique("pg_seam"), n2 = unique("pg_seam");
+
+  auto a = b->acquire(n1, "h1", 10s);
+  ASSERT_TRUE(a.acquired);
+  EXPECT_EQ(a.hold_count, 1);
+  auto re = b->acquire(n1, "h1", 10s);
+  EXPECT_TRUE(re.acquired);
+  EXPECT_EQ(re.token, a.token);
+  EXPECT_EQ(re.hold_count, 2);
+  auto other = b->acquire(n1, "h2", 10s);
+  EXPECT_FALSE(other.acquired);
+  EXPECT_EQ(other.holder, "h1");
+  EXPECT_GT(other.time_left.count(), 9000);
+
+  // Batched renew: one statement for all items, duplicates answered for every index.
+  auto a2 = b->acquire(n2, "h1", 10s);
+  const auto count_before = b->statements();
+  std::vector<sqllock::detail::renew_item> items{
+      {n1, "h1", a.token, 20s}, {n2, "h1", a2.token, 20s}, {n1, "h1", a.token, 20s}, {n2, "h2", a2.token, 20s}};
+  auto ok = b->renew(items);
+  EXPECT_EQ(ok, (std::vector<std::size_t>{0, 1, 2}));
+  EXPECT_LE(b->statements() - count_before, 2u);  // one statement (plus a first PREPARE)
+  EXPECT_GT(b->inspect(n1)->time_left.count(), 15000);
+
+  // Release: owner-checked, reentrant count, token kept when free.
+  EXPECT_FALSE(b->release(n1, "h2", a.token).released);
+  auto r1 = b->release(n1, "h1", a.token);
+  EXPECT_TRUE(r1.released);
+  EXPECT_EQ(r1.remaining_holds, 1);
+  auto r0 = b->release(n1, "h1", a.token);
+  EXPECT_EQ(r0.remaining_holds, 0);
+  EXPECT_FALSE(b->inspect(n1).has_value());
+  auto next = b->acquire(n1, "h2", 10s);
+  EXPECT_EQ(next.token, a.token + 1);
+
+  // Same holder but expired: a new acquisition.
+  auto shortl = b->acquire(n2, "h3", 1ms);
+  EXPECT_FALSE(shortl.acquired);
+  EXPECT_TRUE(b->force_release(n2));
+  EXPECT_FALSE(b->force_release(n2));
+  auto e1 = b->acquire(n2, "h3", 1ms);
+  ASSERT_TRUE(e1.acquired);
+  std::this_thread::sleep_for(20ms);
+  auto e2 = b->acquire(n2, "h3", 10s);
+  ASSERT_TRUE(e2.acquired);
+  EXPECT_EQ(e2.token, e1.token + 1);
+  EXPECT_EQ(e2.hold_count, 1);
+
+  auto listed = b->list_locks();
+  EXPECT_TRUE(std::any_of(listed.begin(), listed.end(), [&](const auto& l) { return l.name == n2; }));
+  EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end(), [](const auto& x, const auto& y) { return x.name < y.name; }));
+  b->release(n1, "h2", next.token);
+  b->release(n2, "h3", e2.token);
+}
+
+}  // namespace

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The whole test suite on a fresh machine: install what is missing, start throwaway PostgreSQL
+# and MariaDB servers on loopback, build, run every test plainly, under AddressSanitizer+UBSan,
+# and the concurrency suites under ThreadSanitizer; stop the servers also when tests fail.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${SQLLOCK_BUILD_DIR:-$root/build}
+jobs=${SQLLOCK_JOBS:-2}
+
+"$root/scripts/install-deps.sh"
+
+work=$(mktemp -d /tmp/sqllock-servers.XXXXXX)
+chmod 755 "$work"
+cleanup() {
+  "$root/scripts/postgresql-server.sh" stop "$work/pg" >/dev/null 2>&1 || true
+  "$root/scripts/mariadb-server.sh" stop "$work/my" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+"$root/scripts/postgresql-server.sh" start "$work/pg"
+"$root/scripts/mariadb-server.sh" start "$work/my"
+# shellcheck disable=SC1091
+source "$work/pg/env.sh"
+# shellcheck disable=SC1091
+source "$work/my/env.sh"
+
+configure() {  # configure NAME [cmake args...]
+  local name=$1
+  shift
+  cmake -S "$root" -B "$build/$name" -G Ninja -DSQLLOCK_WITH_SQLITE=ON -DSQLLOCK_WITH_POSTGRESQL=ON \
+    -DSQLLOCK_WITH_MYSQL=ON "$@" >/dev/null
+  cmake --build "$build/$name" -j "$jobs"
+}
+
+status=0
+run() {  # run TITLE ctest-args...: run ctest, remember failure, keep going so every suite reports
+  local title=$1
+  shift
+  echo "=== $title"
+  if ! ctest "$@" --output-on-failure --timeout 1200; then
+    echo "=== $title: FAILED"
+    status=1
+  fi
+}
+
+configure release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run "all tests (RelWithDebInfo)" --test-dir "$build/release"
+
+configure asan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=address,undefined
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan"
+
+configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUILD_CLI=OFF
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
+  run "conformance suites under ThreadSanitizer" --test-dir "$build/tsan" -L conformance
+
+exit $status

@@ -1,0 +1,13 @@
+# Script mode: install BUILD_DIR into WORK/prefix, then configure, build and run the consumer.
+file(REMOVE_RECURSE "${WORK}")
+function(step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "step failed (${rc}): ${ARGN}\n${out}\n${err}")
+  endif()
+  message(STATUS "${out}")
+endfunction()
+step(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK}/prefix")
+step(${CMAKE_COMMAND} -S "${SOURCE}" -B "${WORK}/build" -G "${GENERATOR}" "-DCMAKE_PREFIX_PATH=${WORK}/prefix")
+step(${CMAKE_COMMAND} --build "${WORK}/build")
+step("${WORK}/build/consumer")

@@ -260,8 +260,8 @@ class pg_backend final : public backend {
       if (options_.prepared_statements) {
         const std::string pname = "sqllock_" + s.name;
         if (!prepared_.contains(s.name)) {
+          // Parsed once per connection; not counted: statements() counts executions.
           result_ptr p(PQprepare(c, pname.c_str(), s.sql.c_str(), n, nullptr));
-          count_statement();
           if (!p || PQresultStatus(p.get()) != PGRES_COMMAND_OK) throw_error(c, p.get(), s.name);
           prepared_.insert(s.name);
         }

@@ -33,11 +33,13 @@ std::int64_t to_int(const std::optional<std::string>& v) {
 struct statement_set {
   explicit statement_set(const std::string& table)
       : acquire(statement_text("lease_acquire", table)),
+        acquire_plain(statement_text("lease_acquire_no_returning", table)),
         acquire_result(statement_text("lease_acquire_result", table)),
         holder(statement_text("lease_holder", table)),
         renew(statement_text("lease_renew", table)),
         renew_check(statement_text("lease_renew_check", table)),
         release(statement_text("lease_release", table)),
+        release_plain(statement_text("lease_release_no_returning", table)),
         release_result(statement_text("lease_release_result", table)),
         force_release(statement_text("lease_force_release", table)),
         inspect(statement_text("lease_inspect", table)),
@@ -50,10 +52,22 @@ struct statement_set {
         migrate_lock(statement_text("migrate_lock", table)),
         migrate_unlock(statement_text("migrate_unlock", table)),
         time_zone(statement_text("session_time_zone", table)) {}
-  std::string acquire, acquire_result, holder, renew, renew_check, release, release_result,
+  std::string acquire, acquire_plain, acquire_result, holder, renew, renew_check, release,
+      release_plain, release_result,
       force_release, inspect, list, wake_take, wake_release, wake_wait, schema_version,
       schema_record, migrate_lock, migrate_unlock, time_zone;
 };
+
+/// MariaDB 10.6+ (JSON_TABLE, SKIP LOCKED, INSERT ... RETURNING) or MySQL 8.0+ (JSON_TABLE).
+void require_supported(const server_traits& t) {
+  const bool ok = t.mariadb ? (t.major > 10 || (t.major == 10 && t.minor >= 6)) : t.major >= 8;
+  if (!ok) {
+    throw database_error("mysql: server version " + std::to_string(t.major) + "." +
+                             std::to_string(t.minor) +
+                             " is too old; sqllock needs MariaDB 10.6+ or MySQL 8.0+",
+                         std::string(backend_name), "", "connect");
+  }
+}
 
 lock_info row_to_info(const result_row& r) {
   lock_info info;
@@ -133,49 +147,7 @@ class mysql_backend final : public backend {
                           std::chrono::milliseconds ttl) override {
     const std::int64_t us = static_cast<std::int64_t>(ttl.count()) * 1000;
     return with_lease([&](connection& c) {
-      acquire_outcome out;
-      count_statement();
-      const std::int64_t n = c.execute(sql_.acquire, {name, holder, us, holder, holder, holder, holder, us},
-                                       "lease_acquire", true);
-      if (n == 1) {
-        // Inserted: the first acquisition of this name ever.
-        out.acquired = true;
-        out.token = 1;
-        out.hold_count = 1;
-        take_wake_lock(c, name, holder, out.token);
-        return out;
-      }
-      if (n >= 2) {
-        // Updated: a new acquisition or a reentrant one; the statement left the values in
-        // session variables. A new acquisition also takes the wake-up lock in the same read.
-        const bool already = adopt_wake_lock(name, holder);
-        const bool want = options_.notifications && !already;
-        count_statement();
-        result_rows r = c.query(sql_.acquire_result,
-                                {static_cast<std::int64_t>(want ? 1 : 0), wake_key(name)},
-                                "lease_acquire", true);
-        if (r.empty()) {
-          throw database_error("mysql lease_acquire: no result", std::string(backend_name), "",
-                               "lease_acquire");
-        }
-        out.acquired = true;
-        out.token = to_int(r[0][0]);
-        out.hold_count = to_int(r[0][1]);
-        if (want && out.hold_count == 1 && r[0][2] && *r[0][2] == "1") {
-          wake_locks_[name] = {holder, out.token};
-        }
-        if (already) wake_locks_[name] = {holder, out.token};
-        return out;
-      }
-      // Held by someone else (live lease): report who and for how long.
-      count_statement();
-      result_rows r = c.query(sql_.holder, {name}, "lease_holder", true);
-      if (!r.empty()) {
-        out.holder = r[0][0].value_or("");
-        const auto left = r[0][1] ? floor_ms(to_int(r[0][1])) : std::chrono::milliseconds(0);
-        out.time_left = left.count() > 0 ? left : std::chrono::milliseconds(0);
-      }
-      return out;
+      return returning_ ? acquire_returning(c, name, holder, us) : acquire_plain(c, name, holder, us);
     });
   }
 
@@ -235,22 +207,8 @@ class mysql_backend final : public backend {
   release_outcome release(const std::string& name, const std::string& holder,
                           std::int64_t token) override {
     return with_lease([&](connection& c) {
-      release_outcome out;
-      count_statement();
-      const std::int64_t n = c.execute(sql_.release, {name, holder, token}, "lease_release", true);
-      if (n == 0) {
-        drop_wake_lock_of(c, name, holder, token);
-        return out;
-      }
-      out.released = true;
-      const bool ours = owns_wake_lock(name, holder, token);
-      count_statement();
-      result_rows r = c.query(sql_.release_result,
-                              {static_cast<std::int64_t>(ours ? 1 : 0), wake_key(name)},
-                              "lease_release", true);
-      out.remaining_holds = r.empty() ? 0 : to_int(r[0][0]);
-      if (out.remaining_holds == 0 && ours) wake_locks_.erase(name);
-      return out;
+      return returning_ ? release_returning(c, name, holder, token)
+                        : release_plain(c, name, holder, token);
     });
   }
 
@@ -318,6 +276,10 @@ class mysql_backend final : public backend {
     auto raw = open_connection(params_, /*found_rows=*/false, lease_read_timeout_s);
     auto c = std::make_unique<connection>(std::move(raw));
     c->execute(sql_.time_zone, {}, "session_time_zone");
+    const server_traits& t = c->traits();
+    require_supported(t);
+    // INSERT ... RETURNING: MariaDB 10.5+; MySQL 8 has none and takes a second read.
+    returning_ = t.mariadb;
     lease_ = std::move(c);
     wake_locks_.clear();  // a new connection holds no GET_LOCK
   }
@@ -354,6 +316,138 @@ class mysql_backend final : public backend {
     }
   }
 
+  // ---- acquire and release ----------------------------------------------------------------------
+
+  /// MariaDB: one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING, wake-up lock included.
+  acquire_outcome acquire_returning(connection& c, const std::string& name,
+                                    const std::string& holder, std::int64_t us) {
+    const bool already = wake_locks_.count(name) > 0;
+    const bool want = options_.notifications && !already;
+    count_statement();
+    result_rows r = c.query(sql_.acquire,
+                            {name, holder, us, holder, holder, holder, holder, us, holder,
+                             static_cast<std::int64_t>(want ? 1 : 0), wake_key(name)},
+                            "lease_acquire", true);
+    if (r.empty() || r[0].size() < 5) {
+      throw database_error("mysql lease_acquire: no row returned", std::string(backend_name), "",
+                           "lease_acquire");
+    }
+    const result_row& row = r[0];
+    acquire_outcome out;
+    if (row[0] && *row[0] == holder) {
+      out.acquired = true;
+      out.token = to_int(row[1]);
+      out.hold_count = to_int(row[2]);
+      if (out.hold_count == 1) note_wake_lock(name, holder, out.token, already, row[4]);
+      return out;
+    }
+    out.holder = row[0].value_or("");
+    const auto left = row[3] ? floor_ms(to_int(row[3])) : std::chrono::milliseconds(0);
+    out.time_left = left.count() > 0 ? left : std::chrono::milliseconds(0);
+    return out;
+  }
+
+  /// MySQL 8 (no RETURNING): the upsert, then one read of its session variables or of the holder.
+  acquire_outcome acquire_plain(connection& c, const std::string& name, const std::string& holder,
+                                std::int64_t us) {
+    acquire_outcome out;
+    count_statement();
+    const std::int64_t n = c.execute(sql_.acquire_plain,
+                                     {name, holder, us, holder, holder, holder, holder, us},
+                                     "lease_acquire", true);
+    if (n == 1) {
+      // Inserted: the first acquisition of this name ever.
+      out.acquired = true;
+      out.token = 1;
+      out.hold_count = 1;
+      take_wake_lock(c, name, holder, out.token);
+      return out;
+    }
+    if (n >= 2) {
+      const bool already = wake_locks_.count(name) > 0;
+      const bool want = options_.notifications && !already;
+      count_statement();
+      result_rows r = c.query(sql_.acquire_result,
+                              {static_cast<std::int64_t>(want ? 1 : 0), wake_key(name)},
+                              "lease_acquire", true);
+      if (r.empty()) {
+        throw database_error("mysql lease_acquire: no result", std::string(backend_name), "",
+                             "lease_acquire");
+      }
+      out.acquired = true;
+      out.token = to_int(r[0][0]);
+      out.hold_count = to_int(r[0][1]);
+      if (out.hold_count == 1) note_wake_lock(name, holder, out.token, already, r[0][2]);
+      return out;
+    }
+    count_statement();
+    result_rows r = c.query(sql_.holder, {name}, "lease_holder", true);
+    if (!r.empty()) {
+      out.holder = r[0][0].value_or("");
+      const auto left = r[0][1] ? floor_ms(to_int(r[0][1])) : std::chrono::milliseconds(0);
+      out.time_left = left.count() > 0 ? left : std::chrono::milliseconds(0);
+    }
+    return out;
+  }
+
+  /// After a new acquisition: record the wake-up lock (taken by the statement, or already held by
+  /// this connection from an earlier acquisition of the name, which the new one inherits).
+  void note_wake_lock(const std::string& name, const std::string& holder, std::int64_t token,
+                      bool already, const std::optional<std::string>& got) {
+    if (already || (got && *got == "1")) wake_locks_[name] = {holder, token};
+  }
+
+  /// MariaDB: one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING, wake-up lock release included.
+  release_outcome release_returning(connection& c, const std::string& name,
+                                    const std::string& holder, std::int64_t token) {
+    const bool ours = owns_wake_lock(name, holder, token);
+    count_statement();
+    result_rows r = c.query(sql_.release,
+                            {name, token, holder, token, holder, token, holder, token,
+                             static_cast<std::int64_t>(ours ? 1 : 0), token, wake_key(name)},
+                            "lease_release", true);
+    release_outcome out;
+    if (r.empty() || r[0].size() < 5) {
+      throw database_error("mysql lease_release: no row returned", std::string(backend_name), "",
+                           "lease_release");
+    }
+    const result_row& row = r[0];
+    const bool same_token = to_int(row[1]) == token;
+    if (row[0] && *row[0] == holder && same_token && to_int(row[2]) > 0) {
+      out.released = true;
+      out.remaining_holds = to_int(row[2]);
+    } else if (!row[0] && same_token && row[3] && *row[3] == "1") {
+      out.released = true;  // freed by this very statement
+      out.remaining_holds = 0;
+      if (ours) wake_locks_.erase(name);
+    } else {
+      drop_wake_lock_of(c, name, holder, token);
+    }
+    return out;
+  }
+
+  /// MySQL 8: the owner-checked update, then one read of the holds left (and wake-lock release).
+  release_outcome release_plain(connection& c, const std::string& name, const std::string& holder,
+                                std::int64_t token) {
+    release_outcome out;
+    count_statement();
+    const std::int64_t n =
+        c.execute(sql_.release_plain, {name, holder, token}, "lease_release", true);
+    if (n == 0) {
+      drop_wake_lock_of(c, name, holder, token);
+      return out;
+    }
+    out.released = true;
+    const bool ours = owns_wake_lock(name, holder, token);
+    count_statement();
+    result_rows r = c.query(sql_.release_result,
+                            {static_cast<std::int64_t>(ours ? 1 : 0), wake_key(name)},
+                            "lease_release", true);
+    out.remaining_holds = r.empty() ? 0 : to_int(r[0][0]);
+    if (out.remaining_holds == 0 && ours) wake_locks_.erase(name);
+    return out;
+  }
+
   int read_schema_version(connection& c) {
     try {
       count_statement();
@@ -380,13 +474,6 @@ class mysql_backend final : public backend {
   bool owns_wake_lock(const std::string& name, const std::string& holder, std::int64_t token) const {
     auto it = wake_locks_.find(name);
     return it != wake_locks_.end() && it->second.first == holder && it->second.second == token;
-  }
-
-  /// The connection already holds the name's wake lock (left by an earlier acquisition of this
-  /// client): hand it to the new acquisition instead of taking it again (GET_LOCK is reentrant).
-  bool adopt_wake_lock(const std::string& name, const std::string& holder) {
-    (void)holder;
-    return wake_locks_.count(name) > 0;
   }
 
   void take_wake_lock(connection& c, const std::string& name, const std::string& holder,
@@ -495,6 +582,7 @@ class mysql_backend final : public backend {
 
   std::mutex lease_mutex_;
   std::unique_ptr<connection> lease_;
+  bool returning_ = true;
   /// Wake-up locks held by the lease connection: name -> (holder, token) of the acquisition.
   std::map<std::string, std::pair<std::string, std::int64_t>> wake_locks_;
 

@@ -7,6 +7,7 @@
 #include <cppconn/resultset.h>
 #include <cppconn/resultset_metadata.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 
@@ -147,6 +148,12 @@ void bind(sql::PreparedStatement& ps, const std::vector<value>& params) {
   }
 }
 
+/// Whether a prepared statement produces a result set (its result metadata has columns).
+bool returns_rows(sql::PreparedStatement& ps) {
+  sql::ResultSetMetaData* meta = ps.getMetaData();  // owned by the statement
+  return meta != nullptr && meta->getColumnCount() > 0;
+}
+
 result_rows read_rows(sql::ResultSet& rs) {
   result_rows rows;
   sql::ResultSetMetaData* meta = rs.getMetaData();  // owned by the result set
@@ -174,16 +181,16 @@ std::int64_t connection::execute(std::string_view sql, const std::vector<value>&
   try {
     bind(ps, params);
     last_used_ = std::chrono::steady_clock::now();
-    if (ps.execute()) {
-      std::unique_ptr<sql::ResultSet> rs(ps.getResultSet());
+    if (returns_rows(ps)) {
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
       std::int64_t n = 0;
       while (rs && rs->next()) ++n;
       return n;
     }
-    const std::uint64_t n = ps.getUpdateCount();
-    return n > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())
-               ? 0
-               : static_cast<std::int64_t>(n);
+    // Prepared statements have no getUpdateCount() in Connector/C++ 1.1; executeUpdate() returns
+    // mysql_stmt_affected_rows().
+    const int n = ps.executeUpdate();
+    return n < 0 ? 0 : n;
   } catch (const sql::SQLException& e) {
     fail(e, statement, lock_table);
   }
@@ -195,6 +202,8 @@ result_rows connection::query(std::string_view sql, const std::vector<value>& pa
   try {
     bind(ps, params);
     last_used_ = std::chrono::steady_clock::now();
+    // execute(), not the prepare-time metadata: MariaDB announces no columns for
+    // INSERT ... RETURNING until it runs.
     if (!ps.execute()) return {};
     std::unique_ptr<sql::ResultSet> rs(ps.getResultSet());
     if (!rs) return {};
@@ -211,6 +220,7 @@ const server_traits& connection::traits() {
     if (!rows.empty() && rows[0].size() >= 3) {
       const auto& v = rows[0][0];
       t.mariadb = v && v->find("MariaDB") != std::string::npos;
+      if (v) std::sscanf(v->c_str(), "%d.%d", &t.major, &t.minor);
       t.rollback_on_timeout = rows[0][1] && (*rows[0][1] == "1" || *rows[0][1] == "ON");
       t.database = rows[0][2].value_or("");
     }

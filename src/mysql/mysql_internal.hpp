@@ -42,6 +42,8 @@ std::string redact_server_message(std::string_view message);
 /// Facts about the server learned once per connection.
 struct server_traits {
   bool mariadb = true;
+  int major = 0;  ///< from VERSION(), e.g. 10 and 11 for "10.11.6-MariaDB"
+  int minor = 0;
   bool rollback_on_timeout = false;
   std::string database;  ///< current database ("" if none)
 };

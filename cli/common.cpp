@@ -53,8 +53,8 @@ int report_exception(const std::string& redacted_url) {
     print_error(e.what());
     return exit_code::usage;
   } catch (const sqllock::schema_missing& e) {
-    print_error(std::string("lock tables missing or outdated in ") + redacted_url + ": run `sqllock migrate --url '" +
-                redacted_url + "'` first (" + e.what() + ")");
+    print_error(redacted_url + ": " + e.what() + " (create or upgrade them with `sqllock migrate --url '" +
+                redacted_url + "'`)");
     return exit_code::unavailable;
   } catch (const sqllock::connection_lost& e) {
     print_error(std::string("cannot reach the database ") + redacted_url + ": " + e.what());

@@ -354,9 +354,11 @@ int run_run(const common_options& common, const run_options& options) {
       } catch (const sqllock::acquire_timeout& e) {
         std::string who = e.holder().empty() ? std::string("an unknown holder")
                                              : "'" + printable(e.holder()) + "'";
-        print_error("lock '" + printable(options.name) + "' not acquired within " +
-                    human_duration(options.wait) + ": held by " + who + " for another " +
-                    human_duration(e.time_left()));
+        const std::string held = "held by " + who + " for another " + human_duration(e.time_left());
+        print_error(options.wait.count() == 0
+                        ? "lock '" + printable(options.name) + "' is busy: " + held + " (--wait 0s)"
+                        : "lock '" + printable(options.name) + "' not acquired within " +
+                              human_duration(options.wait) + ": " + held);
         return exit_code::not_acquired;
       } catch (const sqllock::cancelled&) {
         const int signo = pending_signal.load();

@@ -1,0 +1,545 @@
+// MariaDB/MySQL-specific tests: restart, row-lock modes and errors, InnoDB trap, CAS, KILL, adopt.
+#include <cppconn/connection.h>
+#include <cppconn/driver.h>
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <cppconn/statement.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sqllock/mysql.hpp"
+#include "sqllock/sqllock.hpp"
+
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+/// The suite fails (never skips) without a server: scripts/mariadb-server.sh start DIR, then
+/// source DIR/env.sh.
+class mysql_environment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (env("SQLLOCK_TEST_MYSQL_URL").empty()) {
+      FAIL() << "SQLLOCK_TEST_MYSQL_URL is not set: start a server with scripts/mariadb-server.sh "
+                "start DIR and source DIR/env.sh (this is a failure, not a skip)";
+    }
+    auto c = sqllock::connect(env("SQLLOCK_TEST_MYSQL_URL"), {.require_schema = false});
+    c.migrate();
+  }
+};
+[[maybe_unused]] ::testing::Environment* const registered =
+    ::testing::AddGlobalTestEnvironment(new mysql_environment);
+
+std::string url() {
+  std::string u = env("SQLLOCK_TEST_MYSQL_URL");
+  if (u.empty()) throw std::runtime_error("SQLLOCK_TEST_MYSQL_URL is not set");
+  return u;
+}
+
+std::string unique_name(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  static const std::string run = [] {
+    std::random_device rd;
+    return std::to_string(getpid()) + "_" + std::to_string(rd() % 100000);
+  }();
+  return prefix + "_" + run + "_" + std::to_string(counter++);
+}
+
+sqllock::client make_client(sqllock::client_options o = {}) { return sqllock::connect(url(), o); }
+
+/// A raw Connector/C++ connection (the application's own), from a mysql:// URL.
+std::unique_ptr<sql::Connection> raw_connection(const std::string& u, bool autocommit = true) {
+  sqllock::database_url p = sqllock::parse_url(u);
+  sql::ConnectOptionsMap props;
+  props["hostName"] = sql::SQLString(p.host.empty() ? "127.0.0.1" : p.host);
+  props["port"] = p.port > 0 ? p.port : 3306;
+  props["userName"] = sql::SQLString(p.user);
+  props["password"] = sql::SQLString(p.password);
+  props["schema"] = sql::SQLString(p.database);
+  std::unique_ptr<sql::Connection> c(get_driver_instance()->connect(props));
+  c->setAutoCommit(autocommit);
+  return c;
+}
+
+std::unique_ptr<sql::Connection> admin_connection() {
+  std::string u = env("SQLLOCK_TEST_MYSQL_ADMIN_URL");
+  return raw_connection(u.empty() ? url() : u);
+}
+
+void run(sql::Connection& c, const std::string& text) {
+  std::unique_ptr<sql::Statement> s(c.createStatement());
+  s->execute(text);
+}
+
+std::int64_t scalar(sql::Connection& c, const std::string& text) {
+  std::unique_ptr<sql::Statement> s(c.createStatement());
+  std::unique_ptr<sql::ResultSet> rs(s->executeQuery(text));
+  if (!rs->next() || rs->isNull(1)) return -1;
+  return rs->getInt64(1);
+}
+
+/// A user table `name (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT NOT NULL,
+/// code BIGINT, grp BIGINT, UNIQUE(code), INDEX(grp))`, dropped at scope end.
+class user_table {
+ public:
+  explicit user_table(int rows) : name_(unique_name("t")) {
+    conn_ = raw_connection(url());
+    run(*conn_, "CREATE TABLE " + name_ +
+                    " (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT NOT NULL, "
+                    "code BIGINT, grp BIGINT, a BIGINT, b BIGINT, UNIQUE KEY (code), KEY (grp), "
+                    "UNIQUE KEY (a, b)) ENGINE=InnoDB");
+    for (int i = 1; i <= rows; ++i) {
+      const std::string n = std::to_string(i);
+      run(*conn_, "INSERT INTO " + name_ + " VALUES (" + n + ", 10, 1, " + n + ", " + n + ", " + n +
+                      ", " + n + ")");
+    }
+  }
+  ~user_table() {
+    try {
+      run(*conn_, "DROP TABLE IF EXISTS " + name_);
+    } catch (...) {
+    }
+  }
+  const std::string& name() const { return name_; }
+  std::int64_t qty(int id) { return scalar(*conn_, "SELECT qty FROM " + name_ + " WHERE id = " + std::to_string(id)); }
+  std::int64_t version(int id) {
+    return scalar(*conn_, "SELECT version FROM " + name_ + " WHERE id = " + std::to_string(id));
+  }
+
+ private:
+  std::string name_;
+  std::unique_ptr<sql::Connection> conn_;
+};
+
+sqllock::row_lock_request lock_request(const user_table& t, std::vector<std::int64_t> ids,
+                                       sqllock::lock_wait mode = sqllock::lock_wait::wait) {
+  sqllock::row_lock_request r;
+  r.table = t.name();
+  r.key_column = "id";
+  for (auto id : ids) r.keys.emplace_back(id);
+  r.columns = {"id", "qty"};
+  r.mode = mode;
+  return r;
+}
+
+long long ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string wake_key_sql(const std::string& name) {
+  // The GET_LOCK beside a lease: 'sqllock:' + SHA1('<database>.<table>/<name>').
+  return "CONCAT('sqllock:', SHA1(CONCAT(DATABASE(), '.sqllock_locks/', '" + name + "')))";
+}
+
+// ---- token monotonicity across a server restart ------------------------------------------------
+
+TEST(MysqlRestart, TokensKeepIncreasingAndLeasesSurviveARestart) {
+  const std::string restart = env("SQLLOCK_TEST_MYSQL_RESTART");
+  ASSERT_FALSE(restart.empty()) << "SQLLOCK_TEST_MYSQL_RESTART is not set (scripts/mariadb-server.sh writes it)";
+  auto name = unique_name("restart");
+  auto held_name = unique_name("restart_held");
+  std::int64_t last = 0;
+  {
+    auto c = make_client();
+    for (int i = 0; i < 5; ++i) {
+      auto g = c.try_acquire(name);
+      ASSERT_TRUE(g);
+      EXPECT_GT(g->fencing_token(), last);
+      last = g->fencing_token();
+    }
+  }
+  // A lease held (and renewed) across the restart: the row is durable and the watchdog reconnects.
+  auto holder = make_client();
+  auto held = holder.try_acquire(held_name, {.ttl = 8s});
+  ASSERT_TRUE(held);
+  const auto held_token = held->fencing_token();
+
+  ASSERT_EQ(std::system(restart.c_str()), 0) << restart;
+
+  // Fresh client after the restart: the token continues from the durable row.
+  auto c = make_client();
+  for (int i = 0; i < 3; ++i) {
+    auto g = c.try_acquire(name);
+    ASSERT_TRUE(g);
+    EXPECT_GT(g->fencing_token(), last);
+    last = g->fencing_token();
+  }
+  // Another client cannot take the held lease; its holder still owns it and releases it.
+  auto info = c.inspect(held_name);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->holder, holder.holder_id());
+  EXPECT_EQ(info->fencing_token, held_token);
+  EXPECT_FALSE(c.try_acquire(held_name));
+  // The holder's own connection died with the server: the first call may report it, the next
+  // reconnects.
+  bool renewed = false;
+  for (int i = 0; i < 3 && !renewed; ++i) {
+    try {
+      held->renew();
+      renewed = true;
+    } catch (const sqllock::connection_lost&) {
+    }
+  }
+  EXPECT_TRUE(renewed);
+  EXPECT_FALSE(held->lost());
+  held->release();
+  auto next = c.try_acquire(held_name);
+  ASSERT_TRUE(next);
+  EXPECT_GT(next->fencing_token(), held_token);
+}
+
+// ---- row locks: NOWAIT / SKIP LOCKED / WAIT n and error mapping ---------------------------------
+
+TEST(MysqlRowLock, NowaitSkipLockedAndWaitGiveTypedResults) {
+  auto c = make_client();
+  user_table t(4);
+  auto tx1 = c.begin();
+  ASSERT_TRUE(tx1.lock_rows(lock_request(t, {2})).acquired());
+
+  auto tx2 = c.begin();
+  auto nowait = tx2.lock_rows(lock_request(t, {1, 2}, sqllock::lock_wait::nowait));
+  EXPECT_FALSE(nowait.acquired());
+  EXPECT_TRUE(nowait.rows.empty());
+  // Still usable after a refused lock.
+  EXPECT_EQ(tx2.query("SELECT COUNT(*) FROM " + t.name())[0].as_int(0), 4);
+
+  auto skip = tx2.lock_rows(lock_request(t, {1, 2, 3}, sqllock::lock_wait::skip_locked));
+  ASSERT_TRUE(skip.acquired());
+  ASSERT_EQ(skip.rows.size(), 2u);
+  EXPECT_EQ(skip.rows[0].as_int(0), 1);
+  EXPECT_EQ(skip.rows[1].as_int(0), 3);
+
+  auto req = lock_request(t, {2});
+  req.timeout = 1000ms;  // MariaDB: WAIT 1
+  auto start = std::chrono::steady_clock::now();
+  auto waited = tx2.lock_rows(req);
+  EXPECT_FALSE(waited.acquired());
+  EXPECT_GE(ms_since(start), 900);
+  EXPECT_LT(ms_since(start), 5000);
+  tx2.commit();
+
+  tx1.commit();
+  auto tx3 = c.begin();
+  EXPECT_TRUE(tx3.lock_rows(lock_request(t, {2}, sqllock::lock_wait::nowait)).acquired());
+}
+
+TEST(MysqlRowLock, ALockWaitTimeoutInAStatementIsTypedAndRollsBack) {
+  auto c = make_client();
+  user_table t(2);
+  auto tx1 = c.begin();
+  ASSERT_TRUE(tx1.lock_rows(lock_request(t, {1})).acquired());
+
+  auto tx2 = c.begin({.lock_timeout = 1000ms});
+  tx2.execute("UPDATE " + t.name() + " SET qty = 99 WHERE id = 2");
+  try {
+    tx2.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+    FAIL() << "expected lock_not_available";
+  } catch (const sqllock::lock_not_available& e) {
+    EXPECT_EQ(e.backend(), "mysql");
+    EXPECT_EQ(e.code(), "1205");
+    EXPECT_EQ(e.statement(), "execute");
+    EXPECT_FALSE(e.retryable());
+  }
+  // 1205 rolled back only the statement in InnoDB; sqllock rolled back the rest explicitly.
+  EXPECT_THROW(tx2.commit(), sqllock::error);
+  tx1.commit();
+  EXPECT_EQ(t.qty(2), 10);
+
+  // NOWAIT written by hand in a query maps the same way (MariaDB 1205, MySQL 8 3572).
+  auto tx3 = c.begin();
+  ASSERT_TRUE(tx3.lock_rows(lock_request(t, {1})).acquired());
+  auto tx4 = c.begin();
+  try {
+    tx4.query("SELECT id FROM " + t.name() + " WHERE id = 1 FOR UPDATE NOWAIT");
+    FAIL() << "expected lock_not_available";
+  } catch (const sqllock::lock_not_available& e) {
+    EXPECT_TRUE(e.code() == "1205" || e.code() == "3572") << e.code();
+    EXPECT_EQ(e.statement(), "query");
+  }
+}
+
+TEST(MysqlRowLock, ADeadlockIsRetryableAndRollsTheVictimBack) {
+  auto c = make_client();
+  user_table t(2);
+  auto tx1 = c.begin({.lock_timeout = 10s});
+  auto tx2 = c.begin({.lock_timeout = 10s});
+  ASSERT_TRUE(tx1.lock_rows(lock_request(t, {1})).acquired());
+  ASSERT_TRUE(tx2.lock_rows(lock_request(t, {2})).acquired());
+  std::atomic<int> deadlocks{0};
+  std::atomic<int> codes_ok{0};
+  auto cross = [&](sqllock::transaction& tx, std::int64_t id) {
+    try {
+      tx.lock_rows(lock_request(t, {id}));
+      tx.commit();
+    } catch (const sqllock::deadlock_detected& e) {
+      ++deadlocks;
+      if (e.code() == "1213" && e.retryable() && e.backend() == "mysql") ++codes_ok;
+    }
+  };
+  std::thread a([&] { cross(tx1, 2); });
+  std::this_thread::sleep_for(200ms);
+  std::thread b([&] { cross(tx2, 1); });
+  a.join();
+  b.join();
+  EXPECT_EQ(deadlocks.load(), 1);
+  EXPECT_EQ(codes_ok.load(), 1);
+}
+
+// ---- the InnoDB trap -------------------------------------------------------------------------
+
+TEST(MysqlRowLock, ColumnsWithoutAUniqueLeadingIndexAreRefusedBeforeAnyLock) {
+  auto c = make_client();
+  user_table t(3);
+  for (const char* column : {"qty", "grp", "b"}) {  // no index, non-unique index, 2nd of unique
+    auto tx = c.begin();
+    auto req = lock_request(t, {1, 2, 3});
+    req.key_column = column;
+    EXPECT_THROW(tx.lock_rows(req), sqllock::invalid_argument) << column;
+    // Nothing was locked: another transaction locks every row at once.
+    auto other = c.begin();
+    EXPECT_TRUE(other.lock_rows(lock_request(t, {1, 2, 3}, sqllock::lock_wait::nowait)).acquired())
+        << column;
+  }
+  for (const char* column : {"id", "code", "a"}) {  // primary, unique, 1st of unique
+    auto tx = c.begin();
+    auto req = lock_request(t, {1, 2});
+    req.key_column = column;
+    EXPECT_TRUE(tx.lock_rows(req).acquired()) << column;
+  }
+  // A later index makes the column usable (refusals are not cached).
+  {
+    auto admin = raw_connection(url());
+    run(*admin, "ALTER TABLE " + t.name() + " ADD UNIQUE KEY (qty, id)");
+  }
+  auto tx = c.begin();
+  auto req = lock_request(t, {10});
+  req.key_column = "qty";
+  EXPECT_TRUE(tx.lock_rows(req).acquired());
+}
+
+// ---- CAS ----------------------------------------------------------------------------------------
+
+TEST(MysqlCas, UnchangedValuesAreAppliedAndMatchedRowsAreCounted) {
+  auto c = make_client();
+  user_table t(2);
+  auto tx = c.begin();
+  auto r = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                   .set = {{"qty", std::int64_t{10}}}});  // same value as before
+  EXPECT_TRUE(r.applied());
+  EXPECT_EQ(r.version, 2);
+  // No columns at all: only the version moves.
+  auto r2 = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 2});
+  EXPECT_TRUE(r2.applied());
+  EXPECT_EQ(r2.version, 3);
+  auto stale = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                       .set = {{"qty", std::int64_t{10}}}});
+  EXPECT_EQ(stale.outcome, sqllock::cas_result::status::conflict);
+  EXPECT_EQ(stale.version, 3);
+  auto missing = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{99}}}, .expected_version = 1});
+  EXPECT_EQ(missing.outcome, sqllock::cas_result::status::missing);
+  // Statements report matched rows (CLIENT_FOUND_ROWS), also when nothing changes.
+  EXPECT_EQ(tx.execute("UPDATE " + t.name() + " SET qty = qty WHERE id IN (1, 2)"), 2);
+  tx.commit();
+  EXPECT_EQ(t.version(1), 3);
+  EXPECT_EQ(t.qty(1), 10);
+}
+
+// ---- a killed holder connection -------------------------------------------------------------------
+
+TEST(MysqlKill, AHolderWhoseConnectionIsKilledReconnectsAndKeepsItsLease) {
+  auto a = make_client();
+  auto name = unique_name("killed");
+  auto g = a.try_acquire(name, {.ttl = 1500ms});
+  ASSERT_TRUE(g);
+  const auto token = g->fencing_token();
+  auto admin = admin_connection();
+  // The lease connection holds the wake-up lock beside the lease: that names its connection id.
+  const std::int64_t id = scalar(*admin, "SELECT IS_USED_LOCK(" + wake_key_sql(name) + ")");
+  ASSERT_GT(id, 0) << "the holder's connection holds no wake-up lock";
+
+  // A waiter in another client is woken by the kill (the wake lock died with the connection), finds
+  // the lease still live and keeps waiting.
+  auto b = make_client();
+  std::atomic<bool> got{false};
+  std::thread waiter([&] {
+    auto w = b.try_acquire_for(name, 6s);
+    got = w.has_value();
+  });
+  std::this_thread::sleep_for(200ms);
+  run(*admin, "KILL " + std::to_string(id));
+
+  // Past the TTL: the watchdog saw the lost connection, reconnected and renewed in time.
+  std::this_thread::sleep_for(2500ms);
+  EXPECT_FALSE(g->lost());
+  auto info = b.inspect(name);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->holder, g->holder_id());
+  EXPECT_EQ(info->fencing_token, token);
+  EXPECT_FALSE(got.load());
+  // The renewal took the wake-up lock again on the new connection: the release wakes the waiter.
+  EXPECT_GT(scalar(*admin, "SELECT IS_USED_LOCK(" + wake_key_sql(name) + ")"), 0);
+  auto released_at = std::chrono::steady_clock::now();
+  g->release();
+  waiter.join();
+  EXPECT_TRUE(got.load());
+  EXPECT_LT(ms_since(released_at), 1000);
+}
+
+TEST(MysqlKill, AKilledTransactionConnectionIsConnectionLost) {
+  auto c = make_client();
+  auto tx = c.begin();
+  const std::int64_t id = tx.query("SELECT CONNECTION_ID()")[0].as_int(0);
+  auto admin = admin_connection();
+  run(*admin, "KILL " + std::to_string(id));
+  try {
+    tx.query("SELECT 1");
+    FAIL() << "expected connection_lost";
+  } catch (const sqllock::connection_lost& e) {
+    EXPECT_EQ(e.backend(), "mysql");
+    EXPECT_EQ(e.statement(), "query");
+  }
+  // The broken connection is not pooled: the next transaction works.
+  auto tx2 = c.begin();
+  EXPECT_EQ(tx2.query("SELECT 1")[0].as_int(0), 1);
+}
+
+// ---- adopting the application's sql::Connection* ------------------------------------------------
+
+TEST(MysqlAdopt, CasAndRowLocksRunInsideTheApplicationsTransaction) {
+  user_table t(2);
+  auto app = raw_connection(url(), /*autocommit=*/false);
+  run(*app, "UPDATE " + t.name() + " SET qty = 20 WHERE id = 1");  // the application's own work
+  {
+    auto tx = sqllock::adopt(app.get());
+    auto rows = tx.lock_rows(lock_request(t, {1}));
+    ASSERT_TRUE(rows.acquired());
+    EXPECT_EQ(rows.rows[0].as_int(1), 20);  // sees the uncommitted change: same transaction
+    auto r = tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                     .set = {{"qty", std::int64_t{20}}}});  // unchanged value, no FOUND_ROWS here
+    EXPECT_TRUE(r.applied());
+    tx.commit();  // ends the handle only
+  }
+  // Nothing is committed yet: another connection still sees the old row, and cannot lock it.
+  EXPECT_EQ(t.qty(1), 10);
+  EXPECT_EQ(t.version(1), 1);
+  auto c = make_client();
+  {
+    auto other = c.begin();
+    EXPECT_FALSE(other.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired());
+  }
+  app->rollback();  // the application decides: everything, CAS included, is undone
+  EXPECT_EQ(t.qty(1), 10);
+  EXPECT_EQ(t.version(1), 1);
+  // The connection was never closed by sqllock.
+  EXPECT_FALSE(app->isClosed());
+  EXPECT_EQ(scalar(*app, "SELECT 7"), 7);
+
+  {
+    auto tx = sqllock::adopt(app.get());
+    EXPECT_TRUE(tx.cas({.table = t.name(), .key = {{"id", std::int64_t{2}}}, .expected_version = 1,
+                        .set = {{"qty", std::int64_t{5}}}})
+                    .applied());
+  }  // destroyed without commit: the handle ends, the application's transaction goes on
+  app->commit();
+  EXPECT_EQ(t.qty(2), 5);
+  EXPECT_THROW(sqllock::adopt(static_cast<sql::Connection*>(nullptr)), sqllock::invalid_argument);
+}
+
+// ---- connection errors never show the password ------------------------------------------------
+
+TEST(MysqlErrors, ConnectFailuresAreTypedAndNeverShowThePassword) {
+  sqllock::database_url p = sqllock::parse_url(url());
+  const std::string secret = "s3cr3t-Pw-" + unique_name("x");
+  const std::string bad = "mysql://" + p.user + ":" + secret + "@" + p.host + ":" +
+                          std::to_string(p.port) + "/" + p.database;
+  try {
+    sqllock::connect(bad);
+    FAIL() << "expected connection_lost";
+  } catch (const sqllock::connection_lost& e) {
+    EXPECT_EQ(std::string(e.what()).find(secret), std::string::npos) << e.what();
+    EXPECT_EQ(e.backend(), "mysql");
+    EXPECT_EQ(e.code(), "1045");
+  }
+  try {
+    sqllock::connect("mysql://u:" + secret + "@127.0.0.1:1/db");
+    FAIL() << "expected connection_lost";
+  } catch (const sqllock::connection_lost& e) {
+    EXPECT_EQ(std::string(e.what()).find(secret), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(sqllock::connect(url() + "?no_such_option=1"), sqllock::invalid_argument);
+}
+
+TEST(MysqlErrors, AMissingLockTableIsSchemaMissing) {
+  const std::string table = unique_name("absent");
+  EXPECT_THROW(sqllock::connect(url(), {.table = table}), sqllock::schema_missing);
+  auto c = sqllock::connect(url(), {.table = table, .require_schema = false});
+  try {
+    c.try_acquire("x");
+    FAIL() << "expected schema_missing";
+  } catch (const sqllock::schema_missing& e) {
+    EXPECT_EQ(e.code(), "1146");
+    EXPECT_EQ(e.statement(), "lease_acquire");
+  }
+}
+
+// ---- migrate from many clients at once ---------------------------------------------------------
+
+TEST(MysqlMigrate, ManyConcurrentMigrationsOfOneTableAllSucceed) {
+  const std::string table = unique_name("mig");
+  std::vector<std::thread> threads;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 6; ++i) {
+    threads.emplace_back([&] {
+      try {
+        auto c = sqllock::connect(url(), {.table = table, .require_schema = false});
+        if (c.migrate() == sqllock::client::required_schema_version()) ++ok;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 6);
+  auto c = sqllock::connect(url(), {.table = table});
+  EXPECT_EQ(c.schema_version(), 1);
+  EXPECT_TRUE(c.try_acquire("m"));
+  auto admin = raw_connection(url());
+  run(*admin, "DROP TABLE " + table);
+  run(*admin, "DROP TABLE " + table + "_schema");
+}
+
+// ---- batched renew with names that need JSON escaping --------------------------------------------
+
+TEST(MysqlRenew, BatchedRenewalKeepsLeasesWithAwkwardNames) {
+  auto c = make_client();
+  const std::string base = unique_name("json");
+  std::vector<std::string> names = {base + "\"quote", base + "\\back\\slash", base + "\x01\x1f ctl",
+                                    base + " \xC3\xA9t\xC3\xA9 \xF0\x9F\x94\x92", base + "{\"n\":1}"};
+  std::vector<sqllock::lease_guard> guards;
+  for (const auto& n : names) {
+    auto g = c.try_acquire(n, {.ttl = 600ms});
+    ASSERT_TRUE(g) << n;
+    guards.push_back(std::move(*g));
+  }
+  std::this_thread::sleep_for(1500ms);
+  for (auto& g : guards) EXPECT_FALSE(g.lost()) << g.name();
+  auto other = make_client();
+  for (const auto& n : names) EXPECT_FALSE(other.try_acquire(n)) << n;
+}
+
+}  // namespace

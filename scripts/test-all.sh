@@ -33,14 +33,29 @@ configure() {  # configure NAME [cmake args...]
 }
 
 status=0
-run() {  # run TITLE ctest-args...: run ctest, remember failure, keep going so every suite reports
+passed=0
+failed=0
+log=$work/ctest.log
+run() {  # run TITLE ctest-args...: run ctest, count, remember failure, keep going so every suite reports
   local title=$1
   shift
   echo "=== $title"
-  if ! ctest "$@" --output-on-failure --timeout 1200; then
-    echo "=== $title: FAILED"
+  if ! ctest "$@" --output-on-failure --timeout 1200 2>&1 | tee "$log"; then
     status=1
   fi
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+  local line total bad
+  line=$(grep -E 'tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n 1 || true)
+  if [[ -z "$line" ]]; then
+    echo "=== $title: ctest reported no result"
+    status=1
+    return
+  fi
+  total=$(sed -E 's/.* out of ([0-9]+).*/\1/' <<<"$line")
+  bad=$(sed -E 's/.*tests passed, ([0-9]+) tests? failed.*/\1/' <<<"$line")
+  passed=$((passed + total - bad))
+  failed=$((failed + bad))
+  [[ "$bad" -eq 0 ]] || echo "=== $title: $bad FAILED"
 }
 
 configure release -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -54,4 +69,6 @@ configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUIL
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
   run "conformance suites under ThreadSanitizer" --test-dir "$build/tsan" -L conformance
 
+echo "total: $passed passed, $failed failed"
+[[ $failed -eq 0 ]] || status=1
 exit $status

@@ -110,37 +110,38 @@ class mysql_backend final : public backend {
   }
 
   int migrate() override {
-    return with_lease([&](connection& c) {
-      count_statement();
-      result_rows got = c.query(sql_.migrate_lock,
-                                {scope_, static_cast<std::int64_t>(migrate_lock_timeout_s)},
-                                "migrate_lock");
-      if (got.empty() || !got[0][0] || *got[0][0] != "1") {
-        throw database_error("mysql migrate_lock: another migrate held the migration lock for " +
-                                 std::to_string(migrate_lock_timeout_s) + " s",
-                             std::string(backend_name), "", "migrate_lock");
-      }
-      try {
-        const int current = read_schema_version(c);
-        for (const embedded_migration& m : embedded_migrations("mysql")) {
-          if (m.version <= current) continue;
-          const std::string name = "migration " + std::string(m.file);
-          for (const std::string& stmt :
-               split_statements(render_sql(m.text, table_, dialect::mysql))) {
-            count_statement();
-            c.execute(stmt, {}, name);
-          }
+    // A connection of its own: waiting for another process's migration must not stall the lease
+    // connection (and with it the watchdog's renewals).
+    connection c(open_connection(params_, /*found_rows=*/false, 0));
+    count_statement();
+    result_rows got = c.query(sql_.migrate_lock,
+                              {scope_, static_cast<std::int64_t>(migrate_lock_timeout_s)},
+                              "migrate_lock");
+    if (got.empty() || !got[0][0] || *got[0][0] != "1") {
+      throw database_error("mysql migrate_lock: another migrate held the migration lock for " +
+                               std::to_string(migrate_lock_timeout_s) + " s",
+                           std::string(backend_name), "", "migrate_lock");
+    }
+    // Closing the connection would release the GET_LOCK too; release it explicitly anyway.
+    try {
+      const int current = read_schema_version(c);
+      for (const embedded_migration& m : embedded_migrations("mysql")) {
+        if (m.version <= current) continue;
+        const std::string name = "migration " + std::string(m.file);
+        for (const std::string& stmt : split_statements(render_sql(m.text, table_, dialect::mysql))) {
           count_statement();
-          c.execute(sql_.schema_record, {static_cast<std::int64_t>(m.version), std::string(m.file)},
-                    "schema_record", true);
+          c.execute(stmt, {}, name);
         }
-      } catch (...) {
-        unlock_migration(c);
-        throw;
+        count_statement();
+        c.execute(sql_.schema_record, {static_cast<std::int64_t>(m.version), std::string(m.file)},
+                  "schema_record", true);
       }
+    } catch (...) {
       unlock_migration(c);
-      return read_schema_version(c);
-    });
+      throw;
+    }
+    unlock_migration(c);
+    return read_schema_version(c);
   }
 
   acquire_outcome acquire(const std::string& name, const std::string& holder,
@@ -249,7 +250,8 @@ class mysql_backend final : public backend {
   }
 
   void set_wake_sink(wake_sink* sink) override {
-    std::lock_guard lock(wait_mutex_);
+    // Waits for a wake() in progress: after set_wake_sink(nullptr) the old sink is never called.
+    std::lock_guard lock(sink_mutex_);
     sink_ = sink;
   }
 
@@ -552,12 +554,15 @@ class mysql_backend final : public backend {
         if (got == "1") {
           // The holder released it (or its connection died): let it go again at once and wake.
           conn->query(sql_.wake_release, {key}, "wake_lock_release");
-          wake_sink* sink = nullptr;
+          bool still_watched = false;
           {
             std::lock_guard lock(wait_mutex_);
-            if (watched_.count(name)) sink = sink_;
+            still_watched = watched_.count(name) > 0;
           }
-          if (sink) sink->wake(name);
+          if (still_watched) {
+            std::lock_guard lock(sink_mutex_);
+            if (sink_) sink_->wake(name);
+          }
         } else if (got == "-1") {
           // Nobody holds it: nothing to wait on; look again shortly (the client polls meanwhile).
           quiet_until[name] = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
@@ -591,6 +596,7 @@ class mysql_backend final : public backend {
   std::mutex wait_mutex_;
   std::condition_variable wait_cv_;
   std::map<std::string, int> watched_;
+  std::mutex sink_mutex_;  // guards sink_ and every call through it
   wake_sink* sink_ = nullptr;
   bool stopping_ = false;
   std::thread waiter_;

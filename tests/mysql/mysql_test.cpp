@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <random>
@@ -35,8 +36,10 @@ class mysql_environment : public ::testing::Environment {
  public:
   void SetUp() override {
     if (env("SQLLOCK_TEST_MYSQL_URL").empty()) {
-      FAIL() << "SQLLOCK_TEST_MYSQL_URL is not set: start a server with scripts/mariadb-server.sh "
-                "start DIR and source DIR/env.sh (this is a failure, not a skip)";
+      // Every test then fails on url(): a failure, never a skip.
+      std::fprintf(stderr, "mysql_tests: SQLLOCK_TEST_MYSQL_URL is not set: start a server with "
+                           "scripts/mariadb-server.sh start DIR and source DIR/env.sh\n");
+      return;
     }
     auto c = sqllock::connect(env("SQLLOCK_TEST_MYSQL_URL"), {.require_schema = false});
     c.migrate();

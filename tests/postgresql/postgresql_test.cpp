@@ -605,6 +605,14 @@ TEST_F(PostgreSQL, BackendStatementsThroughTheSeam) {
   EXPECT_EQ(e2.token, e1.token + 1);
   EXPECT_EQ(e2.hold_count, 1);
 
+  // Names with array-literal metacharacters survive the renew batch.
+  const std::string odd = unique("pg \"odd\\ {name}, NULL");
+  auto o = b->acquire(odd, "h\"1,", 10s);
+  ASSERT_TRUE(o.acquired);
+  std::vector<sqllock::detail::renew_item> odd_items{{odd, "h\"1,", o.token, 20s}};
+  EXPECT_EQ(b->renew(odd_items), (std::vector<std::size_t>{0}));
+  EXPECT_TRUE(b->release(odd, "h\"1,", o.token).released);
+
   auto listed = b->list_locks();
   EXPECT_TRUE(std::any_of(listed.begin(), listed.end(), [&](const auto& l) { return l.name == n2; }));
   EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end(), [](const auto& x, const auto& y) { return x.name < y.name; }));

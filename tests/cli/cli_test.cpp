@@ -234,6 +234,10 @@ class cli : public ::testing::Test {
     return args;
   }
   std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  void write_file(const std::string& file, const std::string& content) const {
+    std::ofstream out(path(file), std::ios::binary);
+    out << content;
+  }
   json_value status_json() {
     const auto r = sqllock({"status", "--url", url_, "--json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -621,6 +625,60 @@ TEST_F(cli, lost_lease_sigkills_a_command_ignoring_sigterm) {
 TEST_F(cli, lease_is_renewed_past_its_ttl) {
   const auto r = sqllock(run_args("job", {"--ttl", "300ms"}, "sleep 1.2"));
   EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(cli, command_inherits_no_descriptor_of_the_library) {
+  // The caller's descriptors pass through; the database file, its journal and the lock sidecar
+  // files that the library opened must not (a leaked lock descriptor would outlive sqllock).
+  const auto r = sqllock({"run", "--url", url_, "--name", "job", "--", "ls", "-l", "/proc/self/fd"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(dir_), std::string::npos) << r.out;
+  // Only stdout and stderr point at the helper's output files.
+  std::size_t helper_files = 0;
+  for (auto at = r.out.find("sqllock-cli-test"); at != std::string::npos;
+       at = r.out.find("sqllock-cli-test", at + 1)) {
+    ++helper_files;
+  }
+  EXPECT_EQ(helper_files, 2u) << r.out;
+}
+
+TEST_F(cli, sighup_is_forwarded_unless_ignored_at_start) {
+  // Not ignored: sqllock passes SIGHUP on to CMD.
+  auto r = sqllock(run_args("job", {}, "kill -HUP $PPID; sleep 2; echo survived > " + path("plain")));
+  EXPECT_EQ(r.exit_code, 128 + SIGHUP) << r.err;
+  EXPECT_FALSE(file_exists(path("plain")));
+  // Ignored when sqllock starts (nohup): it stays ignored for sqllock and CMD alike.
+  const std::string inner = cli_path() + " run --url " + url_ + " --name job -- /bin/sh -c 'kill -HUP $PPID; kill -HUP $$; sleep 0.2; echo survived > " + path("nohup") + "'";
+  r = run_process({"/bin/sh", "-c", "trap '' HUP; exec " + inner});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trimmed_file("nohup"), "survived");
+}
+
+TEST_F(cli, interactive_command_gets_the_terminal) {
+  // `script` (util-linux, Essential in Debian) runs sqllock on a pseudo-terminal in its
+  // foreground: CMD must be able to read the terminal (it runs in its own process group).
+  write_file("input", "hello\n");
+  write_file("cmd.sh", "read x; echo \"got $x\" > " + path("read") + "; exit 4\n");
+  const std::string inner = cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh");
+  process_options options;
+  options.stdin_path = path("input");
+  const auto r = run_process({"script", "-qec", inner, "/dev/null"}, options);
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_EQ(trimmed_file("read"), "got hello");
+}
+
+TEST_F(cli, ctrl_c_on_the_terminal_reaches_the_command_once) {
+  write_file("cmd.sh", "trap 'echo int >> " + path("ints") + "; exit 5' INT\necho x > " + path("started") +
+                           "\nwhile :; do sleep 0.05; done\n");
+  const std::string inner = cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh") +
+                            "; echo $? > " + path("rc");
+  // Type Ctrl-C on the terminal once CMD runs; keep the terminal open a little longer.
+  write_file("outer.sh", "(while [ ! -s " + path("started") + " ]; do sleep 0.05; done; printf '\\003'; sleep 1) | script -qec '" + inner + "' /dev/null\n");
+  const auto r = run_process({"/bin/sh", path("outer.sh")});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(trimmed_file("ints"), "int") << "exactly one SIGINT, delivered by the terminal";
+  EXPECT_EQ(trimmed_file("rc"), "5");
+  EXPECT_EQ(status_json().items.size(), 0u);
 }
 
 // ---------------------------------------------------------------------------------------------

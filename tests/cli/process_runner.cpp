@@ -46,17 +46,20 @@ background_process::background_process(const std::vector<std::string>& argv,
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) ::_exit(200);
     const int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     const int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int in = ::open("/dev/null", O_RDONLY);
+    const int in = ::open(options.stdin_path.c_str(), O_RDONLY);
     if (out < 0 || err < 0 || in < 0) ::_exit(201);
     ::dup2(in, 0);
     ::dup2(out, 1);
     ::dup2(err, 2);
+    for (int fd : {in, out, err}) {
+      if (fd > 2) ::close(fd);
+    }
     // Default dispositions and mask, whatever the test runner had.
     for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGPIPE}) ::signal(s, SIG_DFL);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execv(cargv[0], cargv.data());
+    ::execvp(cargv[0], cargv.data());
     ::_exit(202);
   }
 }

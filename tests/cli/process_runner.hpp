@@ -21,6 +21,7 @@ struct process_result {
 struct process_options {
   std::map<std::string, std::string> env;  ///< added to the environment (SQLLOCK_URL is unset first)
   std::string cwd;                         ///< working directory ("" = inherit)
+  std::string stdin_path = "/dev/null";    ///< what the process reads
   std::chrono::milliseconds timeout{20000};
 };
 

@@ -125,6 +125,10 @@ log_tail() {
 
 pg_ctl_start() {
   local bindir=$1
+  # Readable by the tests even when they do not run as the cluster owner.
+  touch "$dir/postgresql.log"
+  [[ $(id -u) -eq 0 ]] && chown "$test_user" "$dir/postgresql.log"
+  chmod 0644 "$dir/postgresql.log"
   if ! as_owner "$bindir/pg_ctl" -D "$dir/data" -l "$dir/postgresql.log" -w -t 60 start >/dev/null; then
     log_tail
     die "PostgreSQL did not start (see $dir/postgresql.log)"

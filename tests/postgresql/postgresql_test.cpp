@@ -166,6 +166,38 @@ TEST_F(PostgreSQL, NotificationWakesAWaiterInAnotherProcessWithin50ms) {
   EXPECT_LT(median, 50.0);
 }
 
+TEST_F(PostgreSQL, ListenerReconnectsAndListensAgainAfterItsConnectionIsKilled) {
+  const std::string app = unique("listener_victim");
+  sqllock::client_options slow;
+  slow.poll_min = 5s;
+  slow.poll_max = 5s;
+  auto waiter = sqllock::connect(with_param(url(), "application_name=" + app), slow);
+  auto holder = client();
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  const std::string name = unique("pg_relisten");
+  auto g = holder.acquire_for(name, 5s, {.ttl = 30s});
+  std::atomic<bool> got{false};
+  steady::time_point got_at;
+  std::thread t([&] {
+    auto w = waiter.acquire_for(name, 20s, {.ttl = 10s});
+    got_at = steady::now();
+    got = true;
+    w.release();
+  });
+  std::this_thread::sleep_for(500ms);
+  // Kill the waiter's connections (lease and LISTEN) while it waits.
+  EXPECT_NE(admin.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '" +
+                      app + "'"),
+            "0");
+  std::this_thread::sleep_for(1000ms);  // the listener reconnects and LISTENs again
+  const auto released_at = steady::now();
+  g.release();
+  t.join();
+  ASSERT_TRUE(got.load());
+  EXPECT_LT(got_at - released_at, 500ms) << "woken by a poll, not by a notification";
+}
+
 TEST_F(PostgreSQL, NotificationsOffStillWorksByPolling) {
   sqllock::client_options o;
   o.notifications = false;

@@ -69,11 +69,17 @@ ensure_packages() {
     die "missing ${missing[*]} and apt-get is not available to install them"
   [[ $(id -u) -eq 0 ]] || die "missing ${missing[*]}; run as root or install them"
   echo "postgresql-server.sh: installing ${missing[*]}" >&2
-  # The Debian package would start a system cluster; we only want the binaries.
+  # The Debian package would start a system cluster; we only want the binaries, so service starts
+  # are refused (policy-rc.d exit 101) while installing.
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 ||
-    die "apt-get install ${missing[*]} failed"
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if [[ ! -e $policy ]]; then
+    printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod 755 "$policy" && own_policy=1
+  fi
+  local ok=1
+  apt-get update -qq >&2 && apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || ok=0
+  [[ $own_policy -eq 1 ]] && rm -f "$policy"
+  [[ $ok -eq 1 ]] || die "apt-get install ${missing[*]} failed"
   find_bindir >/dev/null || die "PostgreSQL binaries not found after installing ${missing[*]}"
 }
 

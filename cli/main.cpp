@@ -37,21 +37,26 @@ int main_impl(int argc, char** argv) {
                "sqllock"};
   app.set_version_flag("--version", std::string("sqllock ") + SQLLOCK_VERSION_STRING);
   app.require_subcommand(1, 1);
-  // Options of the main command (--url, -v) are accepted after the subcommand too.
-  app.fallthrough();
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
     return std::string("sqllock: ") + e.what() + "\nRun with --help for more information.\n";
   });
 
+  // --url and -v belong to every subcommand (so each one's --help lists them) and are also
+  // accepted before the subcommand; both bind the same variables.
   common_options common;
-  app.add_option("--url", common.url,
-                 "database URL: postgresql://..., mysql://..., sqlite:PATH, sqlite::memory:");
-  app.add_flag("-v,--verbose", common.verbosity, "also log the library's info and debug messages");
+  const auto add_common = [&common](CLI::App* cmd) {
+    cmd->add_option("--url", common.url,
+                    "database URL: postgresql://..., mysql://..., sqlite:PATH, sqlite::memory: "
+                    "(default: $SQLLOCK_URL, else sqlite:sqllock.db)");
+    cmd->add_flag("-v,--verbose", common.verbosity, "also log the library's info and debug messages");
+  };
+  add_common(&app);
 
   // migrate
   migrate_options migrate;
   CLI::App* migrate_cmd =
       app.add_subcommand("migrate", "create or upgrade the lock tables (idempotent)");
+  add_common(migrate_cmd);
 
   // run
   run_options run;
@@ -62,6 +67,7 @@ int main_impl(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand(
       "run", "acquire NAME, run CMD with the lease renewed, release when CMD ends; exits with "
              "CMD's code (75 not acquired, 76 lease lost, 64 usage, 69 database)");
+  add_common(run_cmd);
   run_cmd->add_option("--name", run.name, "lock name (1..255 bytes of UTF-8)")->required();
   run_cmd->add_option("--ttl", ttl_text, "lease duration, renewed at about a third of it")
       ->capture_default_str();
@@ -77,13 +83,16 @@ int main_impl(int argc, char** argv) {
   // status
   status_options status;
   CLI::App* status_cmd = app.add_subcommand("status", "list held locks");
+  add_common(status_cmd);
   status_cmd->add_flag("--json", status.json,
                        "print a JSON array of {name, holder, fencing_token, hold_count, time_left_ms}");
 
   // release
   release_options release;
   CLI::App* release_cmd =
-      app.add_subcommand("release", "administrative release of a stuck lock (needs --force)");
+      app.add_subcommand("release", "administrative release of a stuck lock (needs --force); "
+                                    "exits 0 also when the lock was not held (prints \"not held\")");
+  add_common(release_cmd);
   release_cmd->add_option("--name", release.name, "lock name")->required();
   release_cmd->add_flag("--force", release.force, "really free the lock, whoever holds it");
 

@@ -181,6 +181,14 @@ class json_reader {
 
 json_value parse_json(const std::string& text) { return json_reader(text).parse_document(); }
 
+/// True when `pid` no longer runs (gone, or a zombie waiting for whoever reaps orphans).
+bool process_gone(pid_t pid) {
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+}
+
 process_options with_env(std::map<std::string, std::string> env) {
   process_options options;
   options.env = std::move(env);
@@ -620,6 +628,21 @@ TEST_F(cli, lost_lease_sigkills_a_command_ignoring_sigterm) {
   const auto r = p->wait(6s);
   EXPECT_EQ(r.exit_code, 76) << r.err;
   EXPECT_EQ(::kill(cmd_pid, 0), -1) << "CMD ignoring SIGTERM must have been SIGKILLed";
+}
+
+TEST_F(cli, command_is_terminated_when_sqllock_dies) {
+  // Nobody renews the lease once sqllock is gone, so CMD must not go on (PR_SET_PDEATHSIG).
+  auto p = start(run_args("job", {"--ttl", "30s"}, "echo $$ > " + path("pid") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  const pid_t cmd_pid = std::stoi(trimmed_file("pid"));
+  ::kill(p->pid(), SIGKILL);
+  EXPECT_EQ(p->wait().exit_code, 128 + SIGKILL);
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    gone = process_gone(cmd_pid);
+    if (!gone) std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(gone) << "CMD " << cmd_pid << " survived sqllock";
 }
 
 TEST_F(cli, lease_is_renewed_past_its_ttl) {

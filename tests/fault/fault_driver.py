@@ -1,0 +1,728 @@
+#!/usr/bin/env python3
+# Fault-injection driver and checker: runs fault_worker processes against one backend, injects faults, checks.
+"""Runs K lock workers (fenced writes) and then 16 inventory workers per strategy against one
+database URL while injecting faults (SIGKILL of holders, SIGSTOP past the TTL, killed server
+connections, server restarts, clock-skewed clients, kills inside SQLite write transactions), then
+reads every per-process log and the database and checks the guarantees. Prints one summary line;
+exits 1 on any violation. Standard library only."""
+
+import argparse
+import bisect
+import os
+import random
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+
+FAKETIME_LIB_CANDIDATES = [
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketimeMT.so.1",
+    "/usr/lib/faketime/libfaketimeMT.so.1",
+]
+
+
+def now_us():
+    return time.monotonic_ns() // 1000  # CLOCK_MONOTONIC, the clock the workers log
+
+
+def parse_duration(text):
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m|h)?", text.strip())
+    if not m:
+        raise argparse.ArgumentTypeError(f"bad duration {text!r} (e.g. 90s, 10m)")
+    n = float(m.group(1))
+    return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
+
+
+class Violations:
+    def __init__(self):
+        self.items = []
+
+    def add(self, kind, detail):
+        self.items.append((kind, detail))
+
+    def count(self):
+        return len(self.items)
+
+    def by_kind(self):
+        out = {}
+        for k, _ in self.items:
+            out[k] = out.get(k, 0) + 1
+        return out
+
+
+class Proc:
+    """One worker process with its own log file, read incrementally to follow its state."""
+
+    def __init__(self, slot, index, popen, log_path, skew):
+        self.slot = slot
+        self.index = index
+        self.popen = popen
+        self.pid = popen.pid
+        self.log_path = log_path
+        self.skew = skew
+        self.offset = 0
+        self.partial = ""
+        self.state = None  # last record type: A (holding), X (in write tx), W, R, N, E...
+        self.holding = None  # (name, token) of the last A line
+        self.last_progress = now_us()
+        self.stopped_until = None
+        self.killed_by_us = False
+        self.stall_reported = False
+        self.exit_code = None
+
+    def poll_log(self):
+        try:
+            with open(self.log_path, "r", encoding="utf-8", errors="replace") as f:
+                f.seek(self.offset)
+                data = f.read()
+                self.offset = f.tell()
+        except FileNotFoundError:
+            return
+        if not data:
+            return
+        self.last_progress = now_us()
+        data = self.partial + data
+        lines = data.split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            parts = line.split("\t")
+            if not parts or not parts[0]:
+                continue
+            self.state = parts[0]
+            if parts[0] == "A":
+                self.holding = (parts[1], int(parts[2]))
+            elif parts[0] == "R":
+                self.holding = None
+
+
+class Driver:
+    def __init__(self, opts):
+        self.o = opts
+        self.backend = opts.backend
+        self.rng = random.Random(opts.seed)
+        self.prefix = "f%06x" % self.rng.randrange(1 << 24)
+        self.out = opts.out
+        os.makedirs(self.out, exist_ok=True)
+        self.v = Violations()
+        self.events = []  # dicts: kind, t, pid, holding, t_end
+        self.restarts = []  # (t_start, t_end)
+        self.faults = {k: 0 for k in ("kill", "kill_mid_tx", "stop", "conn_kill", "restart")}
+        self.inventory_kills = 0
+        self.next_index = 1
+        self.exited = []  # Proc objects that finished
+        self.faketime_lib = next((p for p in FAKETIME_LIB_CANDIDATES if os.path.exists(p)), None)
+        self.notes = []
+        u = urllib.parse.urlsplit(opts.url) if self.backend != "sqlite" else None
+        self.server_port = u.port if u else None
+
+    # ------------------------------------------------------------------ helpers
+
+    def worker_cmd(self, mode, **kw):
+        cmd = [self.o.worker, mode, "--url", self.o.url, "--prefix", self.prefix, "--names", str(self.o.names)]
+        for k, val in kw.items():
+            cmd += ["--" + k.replace("_", "-"), str(val)]
+        return cmd
+
+    def run_worker(self, mode, check=True, **kw):
+        r = subprocess.run(self.worker_cmd(mode, **kw), capture_output=True, text=True, timeout=600)
+        if check and r.returncode != 0:
+            raise RuntimeError(f"fault_worker {mode} failed ({r.returncode}): {r.stderr.strip()}")
+        return r
+
+    def spawn(self, slot, mode, skew=None, **kw):
+        index = self.next_index
+        self.next_index += 1
+        log_path = os.path.join(self.out, f"{mode}_{index:05d}.log")
+        env = dict(os.environ)
+        if skew and self.faketime_lib:
+            # What `faketime -f '+1h' cmd` does, without its fork, so that the pid we signal is the worker.
+            env["LD_PRELOAD"] = self.faketime_lib
+            env["FAKETIME"] = skew
+            env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"  # skew the wall clock, as NTP trouble would
+            env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
+        stderr = open(os.path.join(self.out, f"{mode}_{index:05d}.stderr"), "w")
+        p = subprocess.Popen(self.worker_cmd(mode, index=index, log=log_path, **kw), env=env,
+                             stdout=subprocess.DEVNULL, stderr=stderr)
+        stderr.close()
+        return Proc(slot, index, p, log_path, skew)
+
+    def signal(self, proc, sig):
+        try:
+            os.kill(proc.pid, sig)
+            return True
+        except ProcessLookupError:
+            return False
+
+    def server_connections(self, pid):
+        """Local TCP ports of `pid`'s connections to the database server."""
+        inodes = set()
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            return []
+        ports = []
+        for table in ("tcp", "tcp6"):
+            try:
+                with open(f"/proc/{pid}/net/{table}") as f:
+                    next(f)
+                    for line in f:
+                        cols = line.split()
+                        local, remote, inode = cols[1], cols[2], cols[9]
+                        if inode in inodes and int(remote.split(":")[1], 16) == self.server_port:
+                            ports.append(int(local.split(":")[1], 16))
+            except OSError:
+                pass
+        return ports
+
+    def admin_sql(self, sql):
+        if self.backend == "postgresql":
+            cmd = ["psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", self.o.admin_url, "-c", sql]
+        else:
+            u = urllib.parse.urlsplit(self.o.admin_url)
+            cmd = ["mariadb", "--no-defaults", "-h", u.hostname, "-P", str(u.port or 3306),
+                   "-u", urllib.parse.unquote(u.username or ""), "-p" + urllib.parse.unquote(u.password or ""),
+                   "-N", "-B", "-e", sql]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            self.notes.append(f"admin sql failed: {r.stderr.strip()[:200]}")
+        return r.stdout
+
+    def kill_connections(self, proc):
+        ports = self.server_connections(proc.pid)
+        if not ports:
+            return 0
+        plist = ",".join(str(p) for p in ports)
+        if self.backend == "postgresql":
+            out = self.admin_sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                 f"WHERE client_port IN ({plist}) AND pid <> pg_backend_pid()")
+            try:
+                return int(out.strip() or 0)
+            except ValueError:
+                return 0
+        hosts = ",".join(f"'127.0.0.1:{p}'" for p in ports)
+        ids = self.admin_sql(f"SELECT id FROM information_schema.processlist WHERE host IN ({hosts})").split()
+        if ids:
+            self.admin_sql("; ".join(f"KILL {i}" for i in ids))
+        return len(ids)
+
+    # ------------------------------------------------------------------ the lock phase
+
+    def lock_phase(self, seconds):
+        o = self.o
+        skews = {}
+        if o.skew and self.faketime_lib and o.workers >= 3:
+            skews = {1: "+1h", 2: "-1h"}
+        elif o.skew and not self.faketime_lib:
+            self.notes.append("libfaketime not found: no skewed workers")
+        lock_kw = dict(ttl=o.ttl_ms, wait=o.wait_ms, slow_tx_pct=10 if self.backend == "sqlite" else 5)
+        slots = {s: self.spawn(s, "lock", skews.get(s), **lock_kw) for s in range(o.workers)}
+        self.lock_procs_all = list(slots.values())
+        self.skewed = len(skews)
+        t0 = time.monotonic()
+        end = t0 + seconds
+        kinds = [("kill", 3), ("stop", 2), ("kill_mid_tx", 2 if self.backend == "sqlite" else 1)]
+        if self.backend != "sqlite":
+            kinds.append(("conn_kill", 2))
+        restart_every = max(15.0, min(60.0, seconds / 3)) if (self.backend != "sqlite" and o.restart_cmd) else None
+        next_restart = t0 + (restart_every or 0) * 0.8
+        next_fault = t0 + 2.0
+        pending_respawn = []  # (time, slot)
+        stall_us = (o.ttl_ms + o.wait_ms) * 1000 + 15_000_000
+        while time.monotonic() < end:
+            time.sleep(0.05)
+            tnow = now_us()
+            for p in list(slots.values()):
+                p.poll_log()
+                if p.stopped_until and time.monotonic() >= p.stopped_until:
+                    self.signal(p, signal.SIGCONT)
+                    ev = p.stop_event
+                    ev["t_end"] = now_us()
+                    p.stopped_until = None
+                    p.last_progress = now_us()
+                rc = p.popen.poll()
+                if rc is not None:
+                    p.exit_code = rc
+                    self.exited.append(p)
+                    del slots[p.slot]
+                    if not p.killed_by_us:
+                        self.v.add("worker_crashed", f"lock worker {p.index} pid {p.pid} exited with {rc} "
+                                                     f"(see {p.log_path[:-4]}.stderr)")
+                    pending_respawn.append((time.monotonic() + self.rng.uniform(0.1, 1.0), p.slot, p.skew))
+                    continue
+                recent_restart = any(r[1] is None or r[1] > tnow - stall_us for r in self.restarts)
+                if (not p.stopped_until and not p.stall_reported and not recent_restart
+                        and tnow - p.last_progress > stall_us):
+                    p.stall_reported = True
+                    self.v.add("process_stuck", f"lock worker {p.index} pid {p.pid} wrote nothing for "
+                                                f"{(tnow - p.last_progress) / 1e6:.1f}s (state {p.state})")
+            for item in list(pending_respawn):
+                if time.monotonic() >= item[0]:
+                    pending_respawn.remove(item)
+                    np = self.spawn(item[1], "lock", item[2], **lock_kw)
+                    slots[item[1]] = np
+                    self.lock_procs_all.append(np)
+            if restart_every and time.monotonic() >= next_restart and time.monotonic() < end - 10:
+                next_restart = time.monotonic() + restart_every
+                self.restart_server()
+                continue
+            if time.monotonic() < next_fault:
+                continue
+            next_fault = time.monotonic() + self.rng.uniform(0.6, 1.6) * o.fault_interval
+            kind = self.rng.choices([k for k, _ in kinds], weights=[w for _, w in kinds])[0]
+            self.inject(kind, slots)
+        # End of phase: resume stopped workers, ask everyone to finish its iteration, then wait.
+        for p in slots.values():
+            if p.stopped_until:
+                self.signal(p, signal.SIGCONT)
+                p.stop_event["t_end"] = now_us()
+                p.stopped_until = None
+        for p in slots.values():
+            self.signal(p, signal.SIGTERM)
+        deadline = time.monotonic() + (o.ttl_ms * 2 + o.wait_ms) / 1000 + 20
+        for p in slots.values():
+            try:
+                p.exit_code = p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.v.add("process_stuck", f"lock worker {p.index} did not finish within "
+                                            f"{(o.ttl_ms * 2 + o.wait_ms) / 1000 + 20:.0f}s of SIGTERM")
+                p.killed_by_us = True
+                self.signal(p, signal.SIGKILL)
+                p.popen.wait()
+            if p.exit_code not in (0, None, -9) and not p.killed_by_us:
+                self.v.add("worker_crashed", f"lock worker {p.index} exited with {p.exit_code}")
+            p.poll_log()
+
+    def pick(self, slots, states):
+        cands = [p for p in slots.values()
+                 if not p.stopped_until and not p.killed_by_us and p.state in states and p.holding]
+        return self.rng.choice(cands) if cands else None
+
+    def inject(self, kind, slots):
+        if kind == "kill_mid_tx":
+            # Wait a little for a worker inside its write transaction.
+            limit = time.monotonic() + 2.0
+            p = None
+            while time.monotonic() < limit:
+                for q in slots.values():
+                    q.poll_log()
+                p = self.pick(slots, ("X",))
+                if p:
+                    break
+                time.sleep(0.005)
+            if not p:
+                return
+            holding = p.holding
+            p.killed_by_us = True
+            if self.signal(p, signal.SIGKILL):
+                self.faults["kill_mid_tx"] += 1
+                self.events.append(dict(kind="kill", sub="mid_tx", t=now_us(), pid=p.pid, holding=holding))
+            return
+        p = self.pick(slots, ("A",))
+        if not p:
+            return
+        holding = p.holding
+        if kind == "kill":
+            p.killed_by_us = True
+            if self.signal(p, signal.SIGKILL):
+                self.faults["kill"] += 1
+                self.events.append(dict(kind="kill", sub="holder", t=now_us(), pid=p.pid, holding=holding))
+        elif kind == "stop":
+            if sum(1 for q in slots.values() if q.stopped_until) >= 2:
+                return
+            dur = self.o.ttl_ms / 1000 * self.rng.uniform(1.5, 2.5)
+            if self.signal(p, signal.SIGSTOP):
+                self.faults["stop"] += 1
+                ev = dict(kind="stop", t=now_us(), pid=p.pid, holding=holding, t_end=None)
+                self.events.append(ev)
+                p.stop_event = ev
+                p.stopped_until = time.monotonic() + dur
+        elif kind == "conn_kill":
+            t = now_us()
+            n = self.kill_connections(p)
+            if n:
+                self.faults["conn_kill"] += 1
+                self.events.append(dict(kind="conn_kill", t=t, pid=p.pid, holding=holding, n=n))
+
+    def restart_server(self):
+        t = now_us()
+        self.restarts.append([t, None])
+        r = subprocess.run(self.o.restart_cmd, shell=True, capture_output=True, text=True, timeout=180)
+        self.restarts[-1][1] = now_us()
+        if r.returncode != 0:
+            self.v.add("restart_failed", r.stderr.strip()[-300:])
+        else:
+            self.faults["restart"] += 1
+        self.events.append(dict(kind="restart", t=t, t_end=self.restarts[-1][1]))
+
+    # ------------------------------------------------------------------ the inventory phase
+
+    def inventory_phase(self, strategy, seconds):
+        o = self.o
+        procs = {s: self.spawn(s, "inventory", None, strategy=strategy) for s in range(o.inventory_procs)}
+        allp = list(procs.values())
+        t0 = time.monotonic()
+        end = t0 + seconds
+        next_kill = t0 + self.rng.uniform(0.2, 0.6)
+        depleted = False
+        while time.monotonic() < end and procs:
+            time.sleep(0.02)
+            for p in list(procs.values()):
+                rc = p.popen.poll()
+                if rc is None:
+                    continue
+                p.exit_code = rc
+                del procs[p.slot]
+                if not p.killed_by_us and rc != 0:
+                    self.v.add("worker_crashed", f"inventory worker {p.index} ({strategy}) exited with {rc}")
+                if p.killed_by_us:
+                    np = self.spawn(p.slot, "inventory", None, strategy=strategy)
+                    procs[p.slot] = np
+                    allp.append(np)
+                elif rc == 0:
+                    depleted = True  # it saw the stock at 0 and stopped
+            if procs and time.monotonic() >= next_kill and not depleted:
+                next_kill = time.monotonic() + self.rng.uniform(0.1, 0.5) * o.fault_interval
+                victim = self.rng.choice(list(procs.values()))
+                victim.killed_by_us = True
+                if self.signal(victim, signal.SIGKILL):
+                    self.inventory_kills += 1
+        for p in procs.values():
+            self.signal(p, signal.SIGTERM)
+        for p in procs.values():
+            try:
+                p.exit_code = p.popen.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.v.add("process_stuck", f"inventory worker {p.index} ({strategy}) ignored SIGTERM for 60 s")
+                self.signal(p, signal.SIGKILL)
+                p.popen.wait()
+        return allp, time.monotonic() - t0
+
+    # ------------------------------------------------------------------ reading logs and the database
+
+    @staticmethod
+    def read_log(path):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return []
+        lines = data.split("\n")
+        if lines and lines[-1] != "":
+            lines.pop()  # a torn last line (killed while writing it): ignore
+        return [line.split("\t") for line in lines if line]
+
+    def dump(self):
+        r = self.run_worker("dump")
+        d = dict(res={}, aw=[], lock={}, stock={}, sales={}, integrity=[])
+        for line in r.stdout.split("\n"):
+            c = line.split("\t")
+            if c[0] == "RES":
+                d["res"][c[1]] = (int(c[2]), int(c[3]), c[4])
+            elif c[0] == "AW":
+                d["aw"].append((int(c[1]), c[2], int(c[3]), c[4], int(c[5])))
+            elif c[0] == "LOCK":
+                d["lock"][c[1]] = (int(c[2]), c[3])
+            elif c[0] == "STOCK":
+                d["stock"][c[1]] = int(c[2])
+            elif c[0] == "SALE":
+                d["sales"].setdefault(c[1], set()).add((int(c[2]), int(c[3])))
+            elif c[0] == "INTEGRITY":
+                d["integrity"].append(c[1])
+        return d
+
+    def check_lock_phase(self, db, verify_lines):
+        o = self.o
+        slack_us = 2_000_000
+        acqs = []
+        errors = {}
+        for p in self.lock_procs_all:
+            cur = None
+            for c in self.read_log(p.log_path):
+                t = c[0]
+                if t == "A":
+                    cur = dict(name=c[1], token=int(c[2]), holder=c[3], t_req=int(c[4]), t_ack=int(c[5]),
+                               pid=p.pid, skew=p.skew, w=None, u=None, r=None)
+                    acqs.append(cur)
+                elif t == "N":
+                    dur = int(c[3]) - int(c[2])
+                    if dur > o.wait_ms * 1000 + slack_us and not self.excused(p.pid, int(c[2]), int(c[3])):
+                        self.v.add("process_stuck", f"pid {p.pid}: try_acquire_for({c[1]}, {o.wait_ms}ms) "
+                                                    f"returned after {dur / 1000:.0f} ms")
+                elif t == "W" and cur:
+                    cur["w"] = dict(t_ws=int(c[4]), t_we=int(c[5]), applied=c[6], lost_before=c[7] == "1",
+                                    val=int(c[8]))
+                elif t == "U" and cur:
+                    cur["u"] = dict(t_u0=int(c[3]), t_u1=int(c[4]), result=c[5], lost=c[6] == "1")
+                elif t == "R" and cur:
+                    cur["r"] = dict(t_rr=int(c[3]), t_re=int(c[4]), result=c[5], lost=c[6] == "1")
+                elif t == "E":
+                    errors[c[2]] = errors.get(c[2], 0) + 1
+        self.errors = errors
+        for a in acqs:
+            d = a["t_ack"] - a["t_req"]
+            if d > o.wait_ms * 1000 + slack_us and not self.excused(a["pid"], a["t_req"], a["t_ack"]):
+                self.v.add("process_stuck", f"pid {a['pid']}: acquire of {a['name']} took {d / 1000:.0f} ms "
+                                            f"(wait bound {o.wait_ms} ms)")
+        by_name = {}
+        for a in acqs:
+            by_name.setdefault(a["name"], []).append(a)
+
+        for name, lst in by_name.items():
+            # Tokens are unique per name.
+            seen = {}
+            for a in lst:
+                if a["token"] in seen:
+                    self.v.add("duplicate_token", f"{name} token {a['token']} acknowledged to "
+                                                  f"{seen[a['token']]['holder']} and {a['holder']}")
+                seen[a["token"]] = a
+            # Acquisition order: X acknowledged before Y even asked => X.token < Y.token.
+            lst.sort(key=lambda a: a["t_ack"])
+            acks = [a["t_ack"] for a in lst]
+            prefix_max = []
+            m = None
+            for a in lst:
+                m = a if m is None or a["token"] > m["token"] else m
+                prefix_max.append(m)
+            for y in lst:
+                i = bisect.bisect_left(acks, y["t_req"]) - 1
+                if i >= 0 and prefix_max[i]["token"] >= y["token"] and prefix_max[i] is not y:
+                    x = prefix_max[i]
+                    self.v.add("token_order", f"{name}: token {x['token']} ({x['holder']}) acknowledged before "
+                                              f"{y['holder']} asked, which then got token {y['token']}")
+            # A renew or release that passed the owner check although another process acquired in between.
+            for x in lst:
+                for op, key, t_key in (("renew", "u", "t_u0"), ("release", "r", "t_rr")):
+                    if not x[key] or x[key]["result"] != "ok":
+                        continue
+                    for y in lst:
+                        if y is not x and y["holder"] != x["holder"] and x["t_ack"] < y["t_req"] and \
+                                y["t_ack"] < x[key][t_key]:
+                            self.v.add(f"{op}_after_takeover",
+                                       f"{name}: {x['holder']} token {x['token']} {op} passed the owner check at "
+                                       f"{x[key][t_key]} after {y['holder']} acquired token {y['token']} at "
+                                       f"{y['t_ack']}")
+                            break
+        # The database side: applied writes in commit order, the resource rows, the lock rows.
+        ack_index = {(a["name"], a["token"], a["holder"]): a for a in acqs}
+        aw_by_res = {}
+        for seq, res, token, holder, val in db["aw"]:
+            aw_by_res.setdefault(res, []).append((seq, token, holder, val))
+            if (res, token, holder) not in ack_index:
+                self.v.add("write_without_acquisition", f"{res}: applied write with token {token} by {holder} "
+                                                        "matches no acknowledged acquisition")
+        for res, rows in aw_by_res.items():
+            for prev, nxt in zip(rows, rows[1:]):
+                if nxt[1] <= prev[1]:
+                    self.v.add("applied_out_of_order", f"{res}: write token {nxt[1]} ({nxt[2]}) applied after "
+                                                       f"token {prev[1]} ({prev[2]})")
+        for res, (val, token, writer) in db["res"].items():
+            rows = aw_by_res.get(res, [])
+            want = (rows[-1][3], rows[-1][1]) if rows else (0, 0)
+            if (val, token) != want:
+                self.v.add("resource_lost_write", f"{res}: resource holds val {val} token {token}, the last "
+                                                  f"applied write was val {want[0]} token {want[1]}")
+        aw_set = {(res, token, holder, val) for _, res, token, holder, val in db["aw"]}
+        applied = 0
+        for a in acqs:
+            w = a["w"]
+            if not w:
+                continue
+            key = (a["name"], a["token"], a["holder"], w["val"])
+            if w["applied"] == "1":
+                applied += 1
+                if key not in aw_set:
+                    self.v.add("applied_write_missing", f"{a['name']} token {a['token']}: acknowledged as "
+                                                        "applied, not in the applied-writes log")
+            elif w["applied"] == "0" and key in aw_set:
+                self.v.add("rejected_write_present", f"{a['name']} token {a['token']}: reported rejected, "
+                                                     "yet in the applied-writes log")
+        for name, lst in by_name.items():
+            top = max(a["token"] for a in lst)
+            row = db["lock"].get(name)
+            if not row or row[0] < top:
+                self.v.add("acquisition_without_row_trace", f"{name}: acknowledged token {top}, lock row has "
+                                                            f"{row[0] if row else 'nothing'}")
+        for c in verify_lines:
+            name, token, status = c[1], int(c[2]), c[3]
+            if status != "ok":
+                self.v.add("stuck_lock", f"{name}: a fresh process could not acquire it after the run ({status})")
+            elif name in by_name and token <= max(a["token"] for a in by_name[name]):
+                self.v.add("token_order", f"{name}: acquisition after the run got token {token}, not above "
+                                          f"every earlier one")
+        # Faults: takeover delay after a holder died; what a stopped holder saw.
+        self.max_takeover_ms = 0.0
+        self.takeovers = 0
+        self.stop_outcomes = dict(taken_over=0, write_rejected=0, renew_refused=0, release_refused=0,
+                                  guard_lost=0)
+        phase_end = max((a["t_ack"] for a in acqs), default=0)
+        for ev in self.events:
+            if ev["kind"] == "kill" and ev.get("holding"):
+                name, token = ev["holding"]
+                nxt = [a for a in by_name.get(name, []) if a["t_ack"] > ev["t"]]
+                if nxt:
+                    first = min(nxt, key=lambda a: a["t_ack"])
+                    delay = (first["t_ack"] - ev["t"]) / 1000
+                    self.takeovers += 1
+                    self.max_takeover_ms = max(self.max_takeover_ms, delay)
+                    if delay > o.ttl_ms + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]):
+                        self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
+                                                    f"(token {token}) was killed (TTL {o.ttl_ms} ms)")
+                elif phase_end - ev["t"] > (o.ttl_ms + o.wait_ms + 5000) * 1000:
+                    self.v.add("stuck_lock", f"{name}: nobody acquired it after holder token {token} was killed")
+            if ev["kind"] == "stop" and ev.get("holding") and ev.get("t_end"):
+                name, token = ev["holding"]
+                x = next((a for a in by_name.get(name, []) if a["token"] == token and a["pid"] == ev["pid"]), None)
+                if not x:
+                    continue
+                taken = [a for a in by_name.get(name, []) if a["token"] > token and a["t_ack"] < ev["t_end"]]
+                if not taken:
+                    continue
+                self.stop_outcomes["taken_over"] += 1
+                if x["u"] and x["u"]["result"] in ("lease_lost", "not_holder"):
+                    self.stop_outcomes["renew_refused"] += 1
+                elif x["u"]:
+                    self.v.add("stopped_holder_renewed", f"{name} token {token}: taken over while the holder was "
+                                                         f"stopped, yet its renew gave {x['u']['result']}")
+                if x["r"] and x["r"]["result"] in ("lease_lost", "not_holder"):
+                    self.stop_outcomes["release_refused"] += 1
+                elif x["r"]:
+                    self.v.add("stopped_holder_released", f"{name} token {token}: taken over while the holder "
+                                                          f"was stopped, yet its release gave {x['r']['result']}")
+                if x["u"] and x["u"]["lost"]:
+                    self.stop_outcomes["guard_lost"] += 1
+                elif x["u"]:
+                    self.v.add("stopped_holder_not_lost", f"{name} token {token}: taken over while the holder "
+                                                          "was stopped, yet its guard did not report lost")
+                # Its write must be rejected when a later token's write was already applied.
+                if x["w"]:
+                    later = [r for r in aw_by_res.get(name, []) if r[1] > token]
+                    written_before = [a for a in by_name[name] if a["token"] > token and a["w"] and
+                                      a["w"]["applied"] == "1" and a["w"]["t_we"] < x["w"]["t_ws"]]
+                    if written_before:
+                        if x["w"]["applied"] == "1":
+                            self.v.add("stale_write_applied", f"{name} token {token} applied after token "
+                                                              f"{written_before[0]['token']}")
+                        else:
+                            self.stop_outcomes["write_rejected"] += 1
+                    del later
+        self.acquisitions = len(acqs)
+        self.writes_applied = applied
+
+    def excused(self, pid, t0, t1):
+        """True when a stop of this process or a server restart overlapped [t0, t1]."""
+        for ev in self.events:
+            if ev["kind"] == "stop" and ev["pid"] == pid and ev["t"] <= t1 and (ev["t_end"] or t1) >= t0:
+                return True
+        return self.restart_between(t0, t1)
+
+    def restart_between(self, t0, t1):
+        margin = 5_000_000
+        return any(r[0] <= t1 and (r[1] or t1) + margin >= t0 for r in self.restarts)
+
+    def check_inventory(self, db, strategy, procs):
+        acked = set()
+        for p in procs:
+            for c in self.read_log(p.log_path):
+                if c[0] == "S":
+                    acked.add((int(c[1]), int(c[2])))
+        stock = db["stock"].get(strategy)
+        sales = db["sales"].get(strategy, set())
+        if stock is None:
+            self.v.add("inventory_missing", f"{strategy}: no stock row")
+            return 0, 0
+        if stock < 0:
+            self.v.add("negative_stock", f"{strategy}: stock is {stock}")
+        if stock + len(sales) != self.o.stock:
+            self.v.add("stock_mismatch", f"{strategy}: stock {stock} + {len(sales)} sales != {self.o.stock}")
+        missing = acked - sales
+        if missing:
+            self.v.add("acknowledged_sale_missing", f"{strategy}: {len(missing)} acknowledged sales not in the "
+                                                    f"database, e.g. {sorted(missing)[:3]}")
+        return len(acked), stock
+
+    # ------------------------------------------------------------------ the run
+
+    def run(self):
+        o = self.o
+        t_start = time.monotonic()
+        self.run_worker("setup", stock=o.stock)
+        lock_secs = max(15.0, o.duration * 0.6)
+        inv_secs = max(8.0, (o.duration - lock_secs) / 3)
+        self.lock_phase(lock_secs)
+        vr = self.run_worker("verify", check=False, ttl=o.ttl_ms, wait=o.wait_ms)
+        verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
+        if vr.returncode not in (0, 1):
+            self.v.add("verify_failed", vr.stderr.strip()[:300])
+        inv = {}
+        for strategy in ("atomic", "cas", "rowlock"):
+            procs, secs = self.inventory_phase(strategy, inv_secs)
+            inv[strategy] = (procs, secs)
+        db = self.dump()
+        self.check_lock_phase(db, verify_lines)
+        inv_parts = []
+        for strategy in ("atomic", "cas", "rowlock"):
+            sold, stock = self.check_inventory(db, strategy, inv[strategy][0])
+            inv_parts.append(f"{strategy}:acked={sold},stock={stock}")
+        if self.backend == "sqlite" and db["integrity"] != ["ok"]:
+            self.v.add("sqlite_corrupt", f"PRAGMA integrity_check: {db['integrity'][:5]}")
+        if self.v.count() == 0 and not o.keep:
+            self.run_worker("cleanup", check=False)
+        for kind, detail in self.v.items:
+            print(f"VIOLATION {self.backend} {kind}: {detail}", file=sys.stderr)
+        for note in self.notes[:5]:
+            print(f"note {self.backend}: {note}", file=sys.stderr)
+        faults = ",".join(f"{k}={v}" for k, v in self.faults.items())
+        so = self.stop_outcomes
+        errs = ",".join(f"{k}={v}" for k, v in sorted(self.errors.items())) or "none"
+        print(f"fault-summary backend={self.backend} duration={time.monotonic() - t_start:.0f}s "
+              f"workers={o.workers} skewed={self.skewed} acquisitions={self.acquisitions} "
+              f"writes_applied={self.writes_applied} faults[{faults}] "
+              f"stops_taken_over={so['taken_over']}(write_rejected={so['write_rejected']},"
+              f"renew_refused={so['renew_refused']},release_refused={so['release_refused']},"
+              f"guard_lost={so['guard_lost']}) "
+              f"inventory_kills={self.inventory_kills} inventory[{' '.join(inv_parts)}] "
+              f"violations={self.v.count()} max_takeover_ms={self.max_takeover_ms:.0f} "
+              f"(ttl={o.ttl_ms}ms) worker_errors[{errs}]", flush=True)
+        return 0 if self.v.count() == 0 else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--backend", required=True, choices=["sqlite", "postgresql", "mysql"])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--admin-url", default="")
+    ap.add_argument("--restart-cmd", default="")
+    ap.add_argument("--worker", required=True)
+    ap.add_argument("--workers", type=int, default=8)
+    ap.add_argument("--duration", type=parse_duration, default=parse_duration("75s"))
+    ap.add_argument("--ttl-ms", type=int, default=2000)
+    ap.add_argument("--wait-ms", type=int, default=3000)
+    ap.add_argument("--names", type=int, default=3)
+    ap.add_argument("--fault-interval", type=float, default=1.5, help="mean seconds between faults")
+    ap.add_argument("--inventory-procs", type=int, default=16)
+    ap.add_argument("--stock", type=int, default=10000)
+    ap.add_argument("--no-skew", dest="skew", action="store_false")
+    ap.add_argument("--keep", action="store_true", help="keep the tables after a clean run")
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--out", required=True, help="directory for the per-process logs")
+    o = ap.parse_args()
+    if o.seed is None:
+        o.seed = int.from_bytes(os.urandom(4), "little")
+    if o.backend != "sqlite" and not o.admin_url:
+        ap.error("--admin-url is required for server backends (connection kills)")
+    print(f"fault {o.backend}: seed {o.seed}, logs in {o.out}", file=sys.stderr, flush=True)
+    sys.exit(Driver(o).run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,478 @@
+// Fault-harness worker: lock loop with fenced writes, inventory decrements, setup, verify and dump.
+//
+//   fault_worker setup     --url U --prefix P --names N [--stock S]
+//   fault_worker lock      --url U --prefix P --names N --ttl MS --wait MS --log F --index I
+//   fault_worker inventory --url U --prefix P --strategy atomic|cas|rowlock --index I --log F
+//   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS
+//   fault_worker dump      --url U --prefix P --names N
+//   fault_worker cleanup   --url U --prefix P --names N
+//
+// Every log line is tab-separated, written with one write(2) and fsync-free but unbuffered, so a
+// SIGKILL loses at most the line being formed. Times are CLOCK_MONOTONIC microseconds (the driver
+// runs skewed workers with FAKETIME_DONT_FAKE_MONOTONIC=1, so these stay comparable).
+#include <fcntl.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sqllock/sqllock.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+std::atomic<bool> g_stop{false};
+
+void on_term(int) { g_stop.store(true); }
+
+long long now_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<long long>(ts.tv_sec) * 1'000'000 + ts.tv_nsec / 1000;
+}
+
+struct args {
+  std::map<std::string, std::string> v;
+  std::string get(const std::string& k, const std::string& def = {}) const {
+    auto it = v.find(k);
+    return it == v.end() ? def : it->second;
+  }
+  long long num(const std::string& k, long long def) const {
+    auto it = v.find(k);
+    return it == v.end() ? def : std::stoll(it->second);
+  }
+};
+
+// Per-process log: one write(2) per line, so lines are never torn or lost in a user-space buffer.
+class line_log {
+ public:
+  explicit line_log(const std::string& path) {
+    if (!path.empty()) fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  }
+  ~line_log() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  template <class... T>
+  void line(const T&... parts) {
+    std::string s;
+    bool first = true;
+    ((s += (first ? "" : "\t"), s += to_text(parts), first = false), ...);
+    for (auto& c : s) {
+      if (c == '\n' || c == '\r') c = ' ';
+    }
+    s += '\n';
+    if (fd_ >= 0) {
+      [[maybe_unused]] auto n = ::write(fd_, s.data(), s.size());
+    }
+  }
+
+ private:
+  static std::string to_text(const std::string& s) { return s; }
+  static std::string to_text(const char* s) { return s; }
+  template <class N>
+  static std::string to_text(N n) requires std::is_arithmetic_v<N> { return std::to_string(n); }
+  int fd_ = -1;
+};
+
+// The most specific sqllock error type, for logs and the checker.
+std::string error_kind(const std::exception& e) {
+  if (dynamic_cast<const sqllock::lease_lost*>(&e)) return "lease_lost";
+  if (dynamic_cast<const sqllock::not_holder*>(&e)) return "not_holder";
+  if (dynamic_cast<const sqllock::connection_lost*>(&e)) return "connection_lost";
+  if (dynamic_cast<const sqllock::acquire_timeout*>(&e)) return "acquire_timeout";
+  if (dynamic_cast<const sqllock::retries_exhausted*>(&e)) return "retries_exhausted";
+  if (dynamic_cast<const sqllock::deadlock_detected*>(&e)) return "deadlock_detected";
+  if (dynamic_cast<const sqllock::serialization_failure*>(&e)) return "serialization_failure";
+  if (dynamic_cast<const sqllock::version_conflict*>(&e)) return "version_conflict";
+  if (dynamic_cast<const sqllock::lock_not_available*>(&e)) return "lock_not_available";
+  if (dynamic_cast<const sqllock::query_canceled*>(&e)) return "query_canceled";
+  if (dynamic_cast<const sqllock::schema_missing*>(&e)) return "schema_missing";
+  if (dynamic_cast<const sqllock::invalid_argument*>(&e)) return "invalid_argument";
+  if (dynamic_cast<const sqllock::database_error*>(&e)) return "database_error";
+  if (dynamic_cast<const sqllock::error*>(&e)) return "error";
+  return "std_exception";
+}
+
+std::string dialect_of(const std::string& url) {
+  if (url.starts_with("sqlite:")) return "sqlite";
+  if (url.starts_with("mysql:")) return "mysql";
+  return "postgresql";
+}
+
+std::string lock_name(const std::string& prefix, int i) { return prefix + "_lock" + std::to_string(i); }
+std::string res_table(const std::string& prefix) { return prefix + "_res"; }
+std::string aw_table(const std::string& prefix) { return prefix + "_aw"; }
+std::string stock_table(const std::string& prefix, const std::string& s) { return prefix + "_stock_" + s; }
+std::string sales_table(const std::string& prefix, const std::string& s) { return prefix + "_sales_" + s; }
+const std::vector<std::string> strategies = {"atomic", "cas", "rowlock"};
+
+// Connect, retrying while the database is unreachable (restarts), until stopped.
+std::optional<sqllock::client> connect_retry(const std::string& url, line_log* log, bool require_schema = true) {
+  sqllock::client_options o;
+  o.require_schema = require_schema;
+  for (int attempt = 0; !g_stop.load(); ++attempt) {
+    try {
+      return sqllock::connect(url, o);
+    } catch (const std::exception& e) {
+      if (log) log->line("E", "connect", error_kind(e), now_us(), e.what());
+      if (attempt > 600) throw;
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- setup, dump, cleanup, verify
+
+int run_setup(const args& a) {
+  auto url = a.get("url");
+  auto prefix = a.get("prefix");
+  auto d = dialect_of(url);
+  auto c = connect_retry(url, nullptr, false);
+  c->migrate();
+  std::string seq = d == "postgresql" ? "seq BIGSERIAL PRIMARY KEY"
+                    : d == "mysql"    ? "seq BIGINT AUTO_INCREMENT PRIMARY KEY"
+                                      : "seq INTEGER PRIMARY KEY AUTOINCREMENT";
+  std::string engine = d == "mysql" ? " ENGINE=InnoDB" : "";
+  {
+    auto tx = c->begin();
+    tx.execute("CREATE TABLE " + res_table(prefix) +
+               " (res_id VARCHAR(255) PRIMARY KEY, val BIGINT NOT NULL, token BIGINT NOT NULL, writer VARCHAR(255))" +
+               engine);
+    tx.execute("CREATE TABLE " + aw_table(prefix) + " (" + seq +
+               ", res_id VARCHAR(255) NOT NULL, token BIGINT NOT NULL, holder VARCHAR(255) NOT NULL,"
+               " val BIGINT NOT NULL)" + engine);
+    for (const auto& s : strategies) {
+      tx.execute("CREATE TABLE " + stock_table(prefix, s) +
+                 " (sku VARCHAR(64) PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT NOT NULL)" + engine);
+      tx.execute("CREATE TABLE " + sales_table(prefix, s) + " (" + seq +
+                 ", worker BIGINT NOT NULL, n BIGINT NOT NULL)" + engine);
+    }
+    tx.commit();
+  }
+  auto tx = c->begin();
+  for (int i = 0; i < a.num("names", 3); ++i) {
+    tx.execute("INSERT INTO " + res_table(prefix) + " (res_id, val, token, writer) VALUES (?, 0, 0, NULL)",
+               {lock_name(prefix, i)});
+  }
+  for (const auto& s : strategies) {
+    tx.execute("INSERT INTO " + stock_table(prefix, s) + " (sku, qty, version) VALUES ('sku', ?, 1)",
+               {static_cast<std::int64_t>(a.num("stock", 10000))});
+  }
+  tx.commit();
+  return 0;
+}
+
+std::string col(const sqllock::result_row& r, std::size_t i) { return r[i] ? *r[i] : std::string("\\N"); }
+
+int run_dump(const args& a) {
+  auto url = a.get("url");
+  auto prefix = a.get("prefix");
+  auto c = connect_retry(url, nullptr);
+  auto tx = c->begin();
+  for (const auto& r : tx.query("SELECT res_id, val, token, writer FROM " + res_table(prefix))) {
+    std::cout << "RES\t" << col(r, 0) << '\t' << col(r, 1) << '\t' << col(r, 2) << '\t' << col(r, 3) << '\n';
+  }
+  for (const auto& r : tx.query("SELECT seq, res_id, token, holder, val FROM " + aw_table(prefix) + " ORDER BY seq")) {
+    std::cout << "AW\t" << col(r, 0) << '\t' << col(r, 1) << '\t' << col(r, 2) << '\t' << col(r, 3) << '\t'
+              << col(r, 4) << '\n';
+  }
+  for (int i = 0; i < a.num("names", 3); ++i) {
+    auto rows = tx.query("SELECT name, token, holder_id FROM sqllock_locks WHERE name = ?", {lock_name(prefix, i)});
+    for (const auto& r : rows) std::cout << "LOCK\t" << col(r, 0) << '\t' << col(r, 1) << '\t' << col(r, 2) << '\n';
+  }
+  for (const auto& s : strategies) {
+    for (const auto& r : tx.query("SELECT qty FROM " + stock_table(prefix, s))) {
+      std::cout << "STOCK\t" << s << '\t' << col(r, 0) << '\n';
+    }
+    for (const auto& r : tx.query("SELECT worker, n FROM " + sales_table(prefix, s) + " ORDER BY seq")) {
+      std::cout << "SALE\t" << s << '\t' << col(r, 0) << '\t' << col(r, 1) << '\n';
+    }
+  }
+  if (dialect_of(url) == "sqlite") {
+    for (const auto& r : tx.query("PRAGMA integrity_check")) std::cout << "INTEGRITY\t" << col(r, 0) << '\n';
+  }
+  tx.commit();
+  std::cout.flush();
+  return 0;
+}
+
+int run_cleanup(const args& a) {
+  auto url = a.get("url");
+  auto prefix = a.get("prefix");
+  auto c = connect_retry(url, nullptr);
+  auto tx = c->begin();
+  tx.execute("DROP TABLE " + res_table(prefix));
+  tx.execute("DROP TABLE " + aw_table(prefix));
+  for (const auto& s : strategies) {
+    tx.execute("DROP TABLE " + stock_table(prefix, s));
+    tx.execute("DROP TABLE " + sales_table(prefix, s));
+  }
+  tx.commit();
+  auto tx2 = c->begin();
+  for (int i = 0; i < a.num("names", 3); ++i) {
+    tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {lock_name(a.get("prefix"), i)});
+  }
+  tx2.commit();
+  return 0;
+}
+
+// After the run: a fresh process must get every name within ttl + wait (no stuck lock).
+int run_verify(const args& a) {
+  auto c = connect_retry(a.get("url"), nullptr);
+  auto bound = std::chrono::milliseconds(a.num("ttl", 2000) + a.num("wait", 3000));
+  int bad = 0;
+  for (int i = 0; i < a.num("names", 3); ++i) {
+    auto name = lock_name(a.get("prefix"), i);
+    auto t0 = now_us();
+    std::optional<sqllock::lease_guard> g;
+    try {
+      sqllock::lease_options lo;
+      lo.ttl = 5s;
+      g = c->try_acquire_for(name, bound, lo);
+    } catch (const std::exception& e) {
+      std::cout << "V\t" << name << "\t0\terror:" << error_kind(e) << '\t' << (now_us() - t0) / 1000 << '\n';
+      ++bad;
+      continue;
+    }
+    std::cout << "V\t" << name << '\t' << (g ? g->fencing_token() : 0) << '\t' << (g ? "ok" : "stuck") << '\t'
+              << (now_us() - t0) / 1000 << '\n';
+    if (!g) ++bad;
+    if (g) g->release();
+  }
+  return bad == 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------- the lock loop
+
+int run_lock(const args& a) {
+  auto url = a.get("url");
+  auto prefix = a.get("prefix");
+  int names = static_cast<int>(a.num("names", 3));
+  auto ttl = std::chrono::milliseconds(a.num("ttl", 2000));
+  auto wait = std::chrono::milliseconds(a.num("wait", 3000));
+  long long index = a.num("index", 0);
+  int slow_pct = static_cast<int>(a.num("slow-tx-pct", 10));
+  line_log log(a.get("log"));
+  std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index) * 7919);
+  auto pick = [&](long long lo, long long hi) { return std::uniform_int_distribution<long long>(lo, hi)(rng); };
+
+  log.line("P", getpid(), now_us(), index);
+  auto c = connect_retry(url, &log);
+  if (!c) return 0;
+  const std::string update = "UPDATE " + res_table(prefix) +
+                             " SET val = ?, token = ?, writer = ? WHERE res_id = ? AND token <= ?";
+  const std::string insert = "INSERT INTO " + aw_table(prefix) + " (res_id, token, holder, val) VALUES (?, ?, ?, ?)";
+  int consecutive_errors = 0;
+  std::int64_t seq = 0;
+  auto failed = [&](const std::string& where, const std::exception& e) {
+    log.line("E", where, error_kind(e), now_us(), e.what());
+    if (++consecutive_errors >= 5) {
+      log.line("C", now_us());  // recreate the client
+      c.reset();
+      c = connect_retry(url, &log);
+      consecutive_errors = 0;
+    }
+    std::this_thread::sleep_for(50ms);
+  };
+
+  while (!g_stop.load() && c) {
+    auto name = lock_name(prefix, static_cast<int>(pick(0, names - 1)));
+    auto t_req = now_us();
+    std::optional<sqllock::lease_guard> g;
+    std::atomic<bool> lost_cb{false};
+    try {
+      g = c->try_acquire_for(name, wait, {.ttl = ttl, .on_lost = [&lost_cb](auto&, auto) { lost_cb = true; }});
+    } catch (const std::exception& e) {
+      failed("acquire", e);
+      continue;
+    }
+    if (!g) {
+      log.line("N", name, t_req, now_us());
+      continue;
+    }
+    consecutive_errors = 0;
+    const std::int64_t token = g->fencing_token();
+    const std::string holder = g->holder_id();
+    log.line("A", name, token, holder, t_req, now_us());
+
+    // The critical section: mostly short, sometimes longer than a renewal period.
+    long long hold_ms = pick(0, 99) < 10 ? pick(ttl.count(), ttl.count() * 3 / 2) : pick(5, ttl.count() / 5);
+    std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+
+    // The fenced write: applies only when our token is >= the highest already applied.
+    const std::int64_t val = (index << 32) | ++seq;
+    bool lost_before = g->lost();
+    auto t_ws = now_us();
+    std::string applied = "0";
+    bool committing = false;
+    try {
+      auto tx = c->begin();
+      log.line("X", name, token, now_us());
+      auto n = tx.execute(update, {val, token, holder, name, token});
+      if (n == 1) tx.execute(insert, {name, token, holder, val});
+      if (pick(0, 99) < slow_pct) std::this_thread::sleep_for(std::chrono::milliseconds(pick(100, 400)));
+      committing = true;
+      tx.commit();
+      applied = n == 1 ? "1" : "0";
+    } catch (const std::exception& e) {
+      if (committing) applied = "?";
+      log.line("E", "write", error_kind(e), now_us(), e.what());
+    }
+    log.line("W", name, token, holder, t_ws, now_us(), applied, lost_before ? 1 : 0, val);
+
+    // An explicit renew: after a takeover it must fail the owner check and mark the guard lost.
+    auto t_u0 = now_us();
+    std::string renewed = "ok";
+    try {
+      g->renew();
+    } catch (const std::exception& e) {
+      renewed = error_kind(e);
+      if (renewed != "lease_lost" && renewed != "not_holder") log.line("E", "renew", renewed, now_us(), e.what());
+    }
+    log.line("U", name, token, t_u0, now_us(), renewed, g->lost() ? 1 : 0);
+
+    bool lost_before_release = g->lost();
+    auto t_rr = now_us();
+    std::string result = "ok";
+    try {
+      g->release();
+    } catch (const std::exception& e) {
+      result = error_kind(e);
+      if (result != "lease_lost" && result != "not_holder") log.line("E", "release", result, now_us(), e.what());
+    }
+    // (release() empties the guard, so lost() is read before it.)
+    log.line("R", name, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
+    g.reset();
+  }
+  log.line("Q", now_us());
+  return 0;
+}
+
+// ---------------------------------------------------------------- inventory
+
+int run_inventory(const args& a) {
+  auto url = a.get("url");
+  auto prefix = a.get("prefix");
+  auto strategy = a.get("strategy");
+  long long index = a.num("index", 0);
+  line_log log(a.get("log"));
+  log.line("P", getpid(), now_us(), index);
+  auto c = connect_retry(url, &log);
+  const std::string stock = stock_table(prefix, strategy);
+  const std::string insert = "INSERT INTO " + sales_table(prefix, strategy) + " (worker, n) VALUES (?, ?)";
+  std::int64_t n = 0;
+  int errors = 0;
+  while (!g_stop.load() && c) {
+    bool sold = false;
+    bool out = false;
+    ++n;
+    try {
+      if (strategy == "atomic") {
+        auto tx = c->begin();
+        if (tx.execute("UPDATE " + stock + " SET qty = qty - 1 WHERE sku = 'sku' AND qty > 0") == 1) {
+          tx.execute(insert, {index, n});
+          tx.commit();
+          sold = true;
+        } else {
+          out = true;
+        }
+      } else if (strategy == "cas") {
+        sqllock::retry_policy policy;
+        policy.max_attempts = 100;
+        sold = sqllock::with_retry(*c, [&](sqllock::transaction& tx) {
+          auto rows = tx.query("SELECT qty, version FROM " + stock + " WHERE sku = ?", {std::string("sku")});
+          auto qty = rows.at(0).as_int(0);
+          auto version = rows.at(0).as_int(1);
+          if (qty < 1) return false;
+          tx.cas({.table = stock, .key = {{"sku", std::string("sku")}}, .version_column = "version",
+                  .expected_version = version, .set = {{"qty", qty - 1}}})
+              .value();
+          tx.execute(insert, {index, n});
+          return true;
+        }, policy);
+        out = !sold;
+      } else {
+        auto tx = c->begin();
+        auto locked = tx.lock_rows({.table = stock, .key_column = "sku", .keys = {std::string("sku")},
+                                    .columns = {"sku", "qty"}, .mode = sqllock::lock_wait::wait,
+                                    .timeout = std::chrono::milliseconds(10000)});
+        if (locked.acquired()) {
+          if (locked.rows.at(0).as_int(1) < 1) {
+            out = true;
+          } else {
+            tx.execute("UPDATE " + stock + " SET qty = qty - 1 WHERE sku = 'sku'");
+            tx.execute(insert, {index, n});
+            tx.commit();
+            sold = true;
+          }
+        }
+      }
+      errors = 0;
+    } catch (const std::exception& e) {
+      log.line("E", "sell", error_kind(e), now_us(), e.what());
+      if (++errors >= 5) {
+        c.reset();
+        c = connect_retry(url, &log);
+        errors = 0;
+      }
+      std::this_thread::sleep_for(20ms);
+      continue;
+    }
+    if (sold) log.line("S", index, n, now_us());  // acknowledged only after the commit returned
+    if (out) {
+      log.line("D", now_us());
+      return 0;
+    }
+  }
+  log.line("Q", now_us());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::cerr << "usage: fault_worker setup|lock|inventory|verify|dump|cleanup --key value...\n";
+    return 64;
+  }
+  std::string mode = argv[1];
+  args a;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (!k.starts_with("--")) {
+      std::cerr << "fault_worker: expected --key value, got " << k << '\n';
+      return 64;
+    }
+    a.v[k.substr(2)] = argv[i + 1];
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_term;
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+  try {
+    if (mode == "setup") return run_setup(a);
+    if (mode == "lock") return run_lock(a);
+    if (mode == "inventory") return run_inventory(a);
+    if (mode == "verify") return run_verify(a);
+    if (mode == "dump") return run_dump(a);
+    if (mode == "cleanup") return run_cleanup(a);
+  } catch (const std::exception& e) {
+    std::cerr << "fault_worker " << mode << ": " << error_kind(e) << ": " << e.what() << '\n';
+    return 2;
+  }
+  std::cerr << "fault_worker: unknown mode " << mode << '\n';
+  return 64;
+}

@@ -6,7 +6,8 @@
 // --grace, so a shell script's grandchildren cannot keep working on a resource whose lock is gone.
 // When sqllock runs in the foreground of a terminal, the terminal's foreground is handed to CMD's
 // group while it runs (as a shell does for a job), so interactive commands can read the terminal
-// and Ctrl-C reaches CMD once, directly. On Linux CMD also gets SIGTERM if sqllock itself dies
+// and Ctrl-C reaches CMD once, directly; Ctrl-Z suspends CMD and sqllock together (see
+// suspend_with). On Linux CMD also gets SIGTERM if sqllock itself dies
 // (PR_SET_PDEATHSIG), because nobody would renew its lease any more.
 #include <dirent.h>
 #include <fcntl.h>
@@ -120,9 +121,10 @@ bool handled[65] = {};
 /// alike, as a shell would do (so `nohup sqllock run ...` keeps CMD immune to SIGHUP).
 class signal_handlers {
  public:
-  signal_handlers() {
+  /// `job_control`: also wake on CMD stopping (for Ctrl-Z at a terminal), not only on its exit.
+  explicit signal_handlers(bool job_control) {
     for (int s : forwarded_signals) install(s, 0);
-    install(SIGCHLD, SA_NOCLDSTOP);
+    install(SIGCHLD, job_control ? 0 : SA_NOCLDSTOP);
   }
   ~signal_handlers() {
     for (const auto& [signo, old] : saved_) {
@@ -181,6 +183,22 @@ void set_terminal_foreground(pid_t pgid) {
   ::pthread_sigmask(SIG_BLOCK, &ttou, &old);
   ::tcsetpgrp(STDIN_FILENO, pgid);
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+}
+
+/// CMD was stopped at the terminal (Ctrl-Z): do what a shell's job does, as sudo does. Take the
+/// terminal back, stop sqllock with the same signal so the user's shell sees the job stopped, and
+/// when continued (fg or bg) hand the terminal to CMD again if sqllock got the foreground, then
+/// continue CMD. While stopped, nothing renews the lease: a stop longer than the TTL can lose it
+/// (then the usual loss handling applies after `fg`). A stop by anything else (SIGSTOP from
+/// another process) is left alone.
+void suspend_with(pid_t child_pgid, int stop_signal) {
+  if (stop_signal != SIGTSTP && stop_signal != SIGTTIN && stop_signal != SIGTTOU) return;
+  set_terminal_foreground(::getpgrp());
+  // Default disposition: sqllock stops here (unless its process group is orphaned, where the
+  // kernel discards the signal and CMD is simply continued).
+  ::kill(::getpid(), stop_signal);
+  if (::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) set_terminal_foreground(child_pgid);
+  ::kill(-child_pgid, SIGCONT);
 }
 
 std::vector<std::string> child_environment(const sqllock::lease_guard& guard) {
@@ -308,7 +326,7 @@ int run_run(const common_options& common, const run_options& options) {
       ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
 
   wake_pipe pipe;
-  signal_handlers handlers;
+  signal_handlers handlers(take_terminal);
   std::atomic<bool> lost{false};
   std::atomic<int> pending_signal{0};
 
@@ -404,7 +422,11 @@ int run_run(const common_options& common, const run_options& options) {
     bool kill_sent = false;
     steady::time_point kill_at{};
     for (;;) {
-      const pid_t r = ::waitpid(child.pid, &status, WNOHANG);
+      const pid_t r = ::waitpid(child.pid, &status, WNOHANG | (take_terminal ? WUNTRACED : 0));
+      if (r == child.pid && WIFSTOPPED(status)) {
+        suspend_with(child.pid, WSTOPSIG(status));
+        continue;
+      }
       if (r == child.pid) break;
       if (r < 0 && errno != EINTR) {
         print_error(std::string("waitpid: ") + std::strerror(errno));

@@ -704,6 +704,34 @@ TEST_F(cli, ctrl_c_on_the_terminal_reaches_the_command_once) {
   EXPECT_EQ(status_json().items.size(), 0u);
 }
 
+TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
+  // An interactive bash on a pseudo-terminal: Ctrl-Z stops CMD and sqllock together (bash sees
+  // the job stopped, the lock stays held), `fg` resumes both, Ctrl-C then ends CMD.
+  write_file("cmd.sh", "trap 'echo int >> " + path("ints") + "; exit 5' INT\necho x > " + path("started") +
+                           "\nwhile :; do sleep 0.05; done\n");
+  const std::string run = cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh");
+  const std::string status = cli_path() + " status --url " + url_ + " --json";
+  write_file("feed.sh",
+             "sleep 0.3\n"
+             "printf '%s\\n' '" + run + "'\n"
+             "while [ ! -s " + path("started") + " ]; do sleep 0.05; done\n"
+             "sleep 0.2; printf '\\032'; sleep 0.5\n"
+             "printf '%s\\n' 'jobs > " + path("jobs") + "; " + status + " > " + path("status") + "'\n"
+             "sleep 0.5; printf 'fg; echo $? > " + path("rc") + "\\n'\n"
+             "sleep 0.5; printf '\\003'\n"
+             "while [ ! -s " + path("rc") + " ]; do sleep 0.05; done\n"
+             "printf 'exit\\n'; sleep 0.2\n");
+  const auto r = run_process(
+      {"/bin/sh", "-c", "/bin/sh " + path("feed.sh") + " | script -qec 'bash --norc --noprofile -i' /dev/null"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(read_file(path("jobs")).find("Stopped"), std::string::npos) << read_file(path("jobs"));
+  const auto held = parse_json(read_file(path("status")));
+  EXPECT_EQ(held.items.size(), 1u) << "the lock stays held while the job is stopped";
+  EXPECT_EQ(trimmed_file("ints"), "int");
+  EXPECT_EQ(trimmed_file("rc"), "5") << "fg returns sqllock's exit code, CMD's own";
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
 // ---------------------------------------------------------------------------------------------
 // status and release.
 

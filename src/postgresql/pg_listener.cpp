@@ -73,12 +73,15 @@ void listener::watch(const std::string& name, const std::string& channel) noexce
     std::lock_guard lock(mutex_);
     ++names_[name];
     if (channels_[channel]++ == 0) {
+      if (conn_ && !idle_connection_alive(conn_.get())) drain_notifies_locked(pending_);
       if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
         conn_.reset();
         try {
           conn_ = connect(target_, &options_);
           // A fresh connection listens on every watched channel, this one included.
           for (const auto& [ch, count] : channels_) exec_simple(conn_.get(), listen_sql("LISTEN", ch), "listen");
+          // Releases of the other watched names may have gone unheard meanwhile.
+          for (const auto& [n, count] : names_) pending_.push_back(n);
         } catch (const std::exception& e) {
           conn_.reset();
           log_message(options_, log_level::warning, e.what());

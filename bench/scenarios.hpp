@@ -1,0 +1,29 @@
+// The six benchmark scenarios and the child-process roles they spawn.
+#pragma once
+
+#include <string>
+
+#include "bench_util.hpp"
+
+namespace bench {
+
+/// What one `sqllock_bench run` measures.
+struct config {
+  std::string backend;    ///< "sqlite", "postgresql" or "mysql"
+  std::string url;        ///< the application URL sqllock and the baselines connect to
+  std::string admin_url;  ///< MySQL: an account allowed SET GLOBAL (scenario 6); may be empty
+  std::string out_dir;    ///< where hand-off data files go
+  bool quick = false;
+};
+
+void scenario_uncontended(const config& cfg, report& rep);
+void scenario_handoff(const config& cfg, report& rep);
+void scenario_contention(const config& cfg, report& rep);
+void scenario_scale(const config& cfg, report& rep);
+void scenario_many_leases(const config& cfg, report& rep);
+void scenario_inventory(const config& cfg, report& rep);
+
+/// Entry point of a child process (`sqllock_bench child ROLE ...`); returns its exit code.
+int child_main(int argc, char** argv);
+
+}  // namespace bench

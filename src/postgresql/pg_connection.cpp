@@ -85,10 +85,14 @@ conn_ptr connect(const conn_target& target, const client_options* log) {
   if (!conn) throw connection_lost("postgresql: out of memory connecting", std::string(backend_name), "08006", "connect");
   PQsetNoticeProcessor(conn.get(), forward_notice, const_cast<client_options*>(log));
   if (PQstatus(conn.get()) != CONNECTION_OK) {
-    std::string reason = PQerrorMessage(conn.get());
-    while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
-    for (auto& c : reason)
-      if (c == '\n') c = ' ';
+    // libpq's message spans lines ("...failed: Connection refused\n\tIs the server running...").
+    std::string reason;
+    for (char c : std::string(PQerrorMessage(conn.get()))) {
+      if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+      if (c == ' ' && (reason.empty() || reason.back() == ' ')) continue;
+      reason += c;
+    }
+    while (!reason.empty() && reason.back() == ' ') reason.pop_back();
     throw connection_lost("postgresql: cannot connect to " + target.redacted + ": " + reason,
                           std::string(backend_name), "08006", "connect");
   }

@@ -387,7 +387,11 @@ int run_run(const common_options& common, const run_options& options) {
     }
     if (const int signo = pending_signal.load(); signo != 0) {
       // The signal came just as the lock was acquired: do not start CMD.
-      guard->release();
+      try {
+        guard->release();
+      } catch (const sqllock::error& e) {
+        print_error(std::string("release failed: ") + e.what());
+      }
       print_error("interrupted (" + std::string(::strsignal(signo)) + ") before starting the command");
       return 128 + signo;
     }
@@ -418,6 +422,7 @@ int run_run(const common_options& common, const run_options& options) {
 
     // The waiting loop: reap CMD, forward signals, enforce loss.
     int status = 0;
+    bool wait_failed = false;
     bool term_sent = false;
     bool kill_sent = false;
     steady::time_point kill_at{};
@@ -429,8 +434,10 @@ int run_run(const common_options& common, const run_options& options) {
       }
       if (r == child.pid) break;
       if (r < 0 && errno != EINTR) {
+        // Cannot happen while we own SIGCHLD; never report a made-up exit code as CMD's.
         print_error(std::string("waitpid: ") + std::strerror(errno));
-        status = -1;
+        ::kill(-child.pid, SIGKILL);
+        wait_failed = true;
         break;
       }
       if (lost.load() && !term_sent) {
@@ -439,6 +446,7 @@ int run_run(const common_options& common, const run_options& options) {
                     ") was lost: sending SIGTERM to the command, SIGKILL in " +
                     human_duration(options.grace));
         ::kill(-child.pid, SIGTERM);
+        ::kill(-child.pid, SIGCONT);  // a stopped CMD must be able to act on it
         term_sent = true;
         kill_at = steady::now() + options.grace;
       }
@@ -470,7 +478,7 @@ int run_run(const common_options& common, const run_options& options) {
                   std::to_string(exit_code::lease_lost) + ")");
       return exit_code::lease_lost;
     }
-    const int cmd_code = exit_code_of(status);
+    const int cmd_code = wait_failed ? exit_code::software : exit_code_of(status);
     try {
       guard->release();
     } catch (const sqllock::lease_lost& e) {

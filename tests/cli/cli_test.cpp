@@ -630,6 +630,17 @@ TEST_F(cli, lost_lease_sigkills_a_command_ignoring_sigterm) {
   EXPECT_EQ(::kill(cmd_pid, 0), -1) << "CMD ignoring SIGTERM must have been SIGKILLed";
 }
 
+TEST_F(cli, lost_lease_terminates_a_stopped_command_without_waiting_for_sigkill) {
+  // SIGTERM alone stays pending on a stopped process; sqllock continues it so it can act.
+  auto p = start(run_args("job", {"--ttl", "2s", "--grace", "20s"},
+                          "echo $$ > " + path("pid") + "; kill -STOP $$; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  EXPECT_EQ(sqllock({"release", "--url", url_, "--name", "job", "--force"}).exit_code, 0);
+  const auto r = p->wait(10s);
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_LT(r.elapsed, 8s) << "terminated by SIGTERM, not by SIGKILL after the 20s grace";
+}
+
 TEST_F(cli, command_is_terminated_when_sqllock_dies) {
   // Nobody renews the lease once sqllock is gone, so CMD must not go on (PR_SET_PDEATHSIG).
   auto p = start(run_args("job", {"--ttl", "30s"}, "echo $$ > " + path("pid") + "; exec sleep 30"));

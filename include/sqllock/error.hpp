@@ -4,6 +4,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace sqllock {
 
@@ -136,6 +137,29 @@ class retries_exhausted : public error {
 class database_error : public error {
  public:
   using error::error;
+};
+
+/// A migration could not be applied, or the migration history forbids going on (a failed or
+/// interrupted MySQL migration awaiting `--resolve`, an out-of-order version, a removed file
+/// under fail_on_missing_files). Nothing past the named version was applied.
+class migration_failed : public error {
+ public:
+  migration_failed(const std::string& message, long long version, std::string file)
+      : error(message), version_(version), file_(std::move(file)) {}
+  /// The migration version concerned (0 if none).
+  long long version() const noexcept { return version_; }
+  /// Its file name ("" if none).
+  const std::string& file() const noexcept { return file_; }
+
+ private:
+  long long version_;
+  std::string file_;
+};
+
+/// An applied migration's file changed since it was applied (its SHA-256 differs).
+class checksum_mismatch : public migration_failed {
+ public:
+  using migration_failed::migration_failed;
 };
 
 }  // namespace sqllock

@@ -1,0 +1,105 @@
+// Inventory helpers: decrement or reserve stock on the user's own table without overselling.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sqllock/client.hpp"
+#include "sqllock/transaction.hpp"
+#include "sqllock/value.hpp"
+
+namespace sqllock {
+
+/// How a decrement is made safe against concurrent ones.
+enum class stock_strategy {
+  /// One conditional statement per item: `UPDATE t SET qty = qty - n WHERE key = ? AND qty >= n`.
+  /// Fewest round trips; the database's row lock orders concurrent decrements.
+  atomic_update,
+  /// Read qty and version, then a compare-and-swap on the version column (transaction::cas);
+  /// a conflict re-runs the whole transaction, at most max_attempts times.
+  optimistic_cas,
+  /// `SELECT ... FOR UPDATE` of all items (transaction::lock_rows, key order), check, update.
+  /// SQLite: BEGIN IMMEDIATE (the whole database is write-locked for the transaction).
+  for_update,
+};
+
+/// The user's stock table: one row per key with an integer quantity (and a version column for
+/// optimistic_cas). All names are validated identifiers, quoted by sqllock.
+struct stock_table {
+  std::string table;
+  std::string key_column = "sku";
+  std::string quantity_column = "qty";
+  std::string version_column = "version";  ///< used by optimistic_cas only (incremented on change)
+};
+
+/// One line of a reservation.
+struct stock_item {
+  value key;                  ///< an integer or text key (not NULL, not floating point)
+  std::int64_t quantity = 1;  ///< at least 1
+};
+
+/// How reserve/decrement run.
+struct reserve_options {
+  stock_strategy strategy = stock_strategy::atomic_update;
+  /// Bound on transaction runs (version conflicts, deadlocks, serialization failures, row locks
+  /// not available in time); then the outcome is retries_exhausted.
+  int max_attempts = 10;
+  std::chrono::milliseconds backoff_min{1};
+  std::chrono::milliseconds backoff_max{50};
+  transaction_options transaction;
+  /// Optional idempotency key (1..255 bytes): the first request with this key is applied and its
+  /// outcome stored in idempotency_table in the same transaction; a repeated request (e.g. a retry
+  /// after the answer was lost) gets the stored outcome back with `replayed` set and changes
+  /// nothing. Reusing a key for a different request throws invalid_argument.
+  std::optional<std::string> idempotency_key;
+  /// Created by create_idempotency_table (validated identifier).
+  std::string idempotency_table = "sqllock_idempotency";
+};
+
+/// The typed outcome of a reservation.
+struct reserve_result {
+  enum class status {
+    applied,            ///< every item was decremented
+    insufficient,       ///< an item had less than requested; nothing was changed
+    not_found,          ///< an item's key has no row; nothing was changed
+    retries_exhausted,  ///< max_attempts transaction runs all hit conflicts; nothing was changed
+  };
+  status outcome = status::retries_exhausted;
+  /// applied: the quantity left of each item, in the order of the request.
+  std::vector<std::int64_t> new_quantities;
+  /// insufficient / not_found: index (in the request) of the first item that failed.
+  std::size_t failed_item = 0;
+  /// insufficient: the quantity that item had.
+  std::int64_t available = 0;
+  /// The outcome was stored by an earlier request with the same idempotency key; nothing changed now.
+  bool replayed = false;
+  /// Transaction runs this call made (1 without conflicts).
+  int attempts = 0;
+
+  bool applied() const noexcept { return outcome == status::applied; }
+  /// The quantity left of the (first) item; throws invalid_argument unless applied.
+  std::int64_t new_quantity() const;
+};
+
+/// Take `quantity` of one key from the stock table. See reserve.
+reserve_result decrement(client& c, const stock_table& table, const value& key, std::int64_t quantity = 1,
+                         const reserve_options& options = {});
+
+/// Take several items in one transaction, all or nothing. Items with the same key are merged.
+/// Rows are locked in one deterministic order (sorted keys; for_update: the database's key
+/// order), so two reservations of the same items in opposite orders cannot deadlock.
+/// Throws invalid_argument for bad names, keys or quantities, and database errors other than
+/// the retryable ones (connection lost, missing table, ...).
+reserve_result reserve(client& c, const stock_table& table, const std::vector<stock_item>& items,
+                       const reserve_options& options = {});
+
+/// Create the idempotency-key table if it does not exist (idempotent; safe from many processes:
+/// runs under the lease "sqllock:setup:<table>"). Columns: idem_key (primary key), request_hash,
+/// outcome, failed_item, available, quantities, created_at. Rows are never deleted by sqllock;
+/// prune old ones (by created_at) as your retry window allows.
+void create_idempotency_table(client& c, const std::string& table = "sqllock_idempotency");
+
+}  // namespace sqllock

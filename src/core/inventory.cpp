@@ -1,0 +1,384 @@
+// Inventory helpers: conditional update, CAS and FOR UPDATE decrements with idempotency keys.
+#include "sqllock/inventory.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <thread>
+
+#include "sqllock/error.hpp"
+#include "sqllock/migrations.hpp"
+#include "sqllock/parse.hpp"
+
+namespace sqllock {
+namespace {
+
+using status = reserve_result::status;
+
+dialect dialect_of(client& c) {
+  const auto k = c.backend_name();
+  if (k == "postgresql") return dialect::postgresql;
+  if (k == "mysql") return dialect::mysql;
+  return dialect::sqlite;
+}
+
+// A merged, sorted line: the key, its total quantity, and the request indices it stands for.
+struct line {
+  value key;
+  std::string key_text;
+  std::int64_t quantity = 0;
+  std::size_t first_index = 0;
+  std::vector<std::size_t> indices;
+};
+
+std::string key_text(const value& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return std::to_string(*i);
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  throw invalid_argument("reserve: a key must be an integer or text (not NULL or floating point)");
+}
+
+std::vector<line> merge_lines(const std::vector<stock_item>& items) {
+  if (items.empty()) throw invalid_argument("reserve: no items");
+  std::map<value, line> by_key;  // std::variant orders by alternative, then value: deterministic
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& it = items[i];
+    if (it.quantity < 1) throw invalid_argument("reserve: item " + std::to_string(i) + " has a quantity below 1");
+    auto text = key_text(it.key);
+    auto [pos, fresh] = by_key.try_emplace(it.key);
+    line& l = pos->second;
+    if (fresh) {
+      l.key = it.key;
+      l.key_text = std::move(text);
+      l.first_index = i;
+    }
+    if (it.quantity > INT64_MAX - l.quantity) throw invalid_argument("reserve: quantity overflow");
+    l.quantity += it.quantity;
+    l.indices.push_back(i);
+  }
+  std::vector<line> out;
+  for (auto& [k, l] : by_key) out.push_back(std::move(l));
+  return out;
+}
+
+struct names {
+  dialect d;
+  std::string table, key, qty, version, idem;
+};
+
+names quoted(dialect d, const stock_table& t, const reserve_options& o) {
+  names n{d, quote_identifier(t.table, d), quote_identifier(t.key_column, d), quote_identifier(t.quantity_column, d),
+          o.strategy == stock_strategy::optimistic_cas ? quote_identifier(t.version_column, d) : std::string(),
+          o.idempotency_key ? quote_identifier(o.idempotency_table, d) : std::string()};
+  return n;
+}
+
+std::string request_hash(const stock_table& t, const std::vector<line>& lines) {
+  std::string s = t.table + '\n' + t.key_column + '\n' + t.quantity_column + '\n';
+  for (const auto& l : lines) {
+    s += std::to_string(l.key.index()) + ':' + std::to_string(l.key_text.size()) + ':' + l.key_text + '=' +
+         std::to_string(l.quantity) + '\n';
+  }
+  return sha256_hex(s);
+}
+
+const char* status_text(status s) {
+  switch (s) {
+    case status::applied: return "applied";
+    case status::insufficient: return "insufficient";
+    case status::not_found: return "not_found";
+    case status::retries_exhausted: break;
+  }
+  return "retries_exhausted";
+}
+
+status parse_status(const std::string& s) {
+  if (s == "applied") return status::applied;
+  if (s == "insufficient") return status::insufficient;
+  if (s == "not_found") return status::not_found;
+  throw database_error("reserve: unknown outcome '" + s + "' in the idempotency table");
+}
+
+std::string join(const std::vector<std::int64_t>& v) {
+  std::string s;
+  for (auto x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+std::vector<std::int64_t> split_ints(const std::string& s) {
+  std::vector<std::int64_t> out;
+  std::size_t pos = 0;
+  while (pos < s.size()) {
+    auto comma = s.find(',', pos);
+    if (comma == std::string::npos) comma = s.size();
+    std::int64_t v = 0;
+    std::from_chars(s.data() + pos, s.data() + comma, v);
+    out.push_back(v);
+    pos = comma + 1;
+  }
+  return out;
+}
+
+bool unique_violation(const error& e) {
+  const auto& c = e.code();
+  return c == "23505" || c == "1062" || c == "1555" || c == "2067";
+}
+
+// A result with the failure attributed to the first request index of the line.
+reserve_result failed(status s, const line& l, std::int64_t available = 0) {
+  reserve_result r;
+  r.outcome = s;
+  r.failed_item = l.first_index;
+  r.available = available;
+  return r;
+}
+
+std::int64_t int_of(const std::optional<std::string>& col) {
+  result_row r;
+  r.columns.push_back(col);
+  return r.as_int(0);
+}
+
+// One run of the strategy inside `tx`. Returns the outcome; applied leaves the changes in tx.
+// Throws version_conflict (CAS) or lock_not_available (row lock bound) to ask for another run.
+reserve_result run_strategy(transaction& tx, const names& n, const stock_table& t, const std::vector<line>& lines,
+                            std::size_t request_size, stock_strategy strategy) {
+  reserve_result r;
+  r.outcome = status::applied;
+  r.new_quantities.assign(request_size, 0);
+  auto set_new = [&](const line& l, std::int64_t q) {
+    for (auto i : l.indices) r.new_quantities[i] = q;
+  };
+  const std::string select_qty = "SELECT " + n.qty + " FROM " + n.table + " WHERE " + n.key + " = ?";
+  switch (strategy) {
+    case stock_strategy::atomic_update: {
+      const std::string update = "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ? WHERE " + n.key +
+                                 " = ? AND " + n.qty + " >= ?";
+      for (const auto& l : lines) {
+        const auto changed = tx.execute(update, {l.quantity, l.key, l.quantity});
+        auto rows = tx.query(select_qty, {l.key});
+        if (rows.empty()) return failed(status::not_found, l);
+        const auto q = rows[0].as_int(0);
+        if (changed < 1) return failed(status::insufficient, l, q);
+        set_new(l, q);
+      }
+      return r;
+    }
+    case stock_strategy::for_update: {
+      std::vector<value> keys;
+      for (const auto& l : lines) keys.push_back(l.key);
+      auto locked = tx.lock_rows({.table = t.table, .key_column = t.key_column, .keys = keys,
+                                  .columns = {t.key_column, t.quantity_column}, .mode = lock_wait::wait,
+                                  .strength = lock_strength::update, .timeout = std::nullopt});
+      if (!locked.acquired()) throw lock_not_available("reserve: the stock rows were not available in time");
+      std::map<std::string, std::int64_t> found;
+      for (const auto& row : locked.rows) found[row.as_text(0)] = row.as_int(1);
+      for (const auto& l : lines) {
+        auto it = found.find(l.key_text);
+        if (it == found.end()) return failed(status::not_found, l);
+        if (it->second < l.quantity) return failed(status::insufficient, l, it->second);
+      }
+      const std::string update = "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ? WHERE " + n.key + " = ?";
+      for (const auto& l : lines) {
+        tx.execute(update, {l.quantity, l.key});
+        set_new(l, found[l.key_text] - l.quantity);
+      }
+      return r;
+    }
+    case stock_strategy::optimistic_cas: {
+      const std::string read = "SELECT " + n.qty + ", " + n.version + " FROM " + n.table + " WHERE " + n.key + " = ?";
+      struct seen {
+        std::int64_t qty, version;
+      };
+      std::vector<seen> rows;
+      for (const auto& l : lines) {
+        auto got = tx.query(read, {l.key});
+        if (got.empty()) return failed(status::not_found, l);
+        const seen s{got[0].as_int(0), got[0].as_int(1)};
+        if (s.qty < l.quantity) return failed(status::insufficient, l, s.qty);
+        rows.push_back(s);
+      }
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        const auto& l = lines[i];
+        auto res = tx.cas({.table = t.table, .key = {{t.key_column, l.key}}, .version_column = t.version_column,
+                           .expected_version = rows[i].version, .set = {{t.quantity_column, rows[i].qty - l.quantity}}});
+        if (res.outcome == cas_result::status::missing) return failed(status::not_found, l);
+        res.value();  // throws version_conflict: run again
+        set_new(l, rows[i].qty - l.quantity);
+      }
+      return r;
+    }
+  }
+  return r;
+}
+
+void backoff(const reserve_options& o, int attempt) {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  auto base = o.backoff_min.count() << std::min(attempt - 1, 20);
+  base = std::min<std::int64_t>(base, o.backoff_max.count());
+  if (base <= 0) return;
+  std::uniform_int_distribution<std::int64_t> dist(base / 2, base);
+  std::this_thread::sleep_for(std::chrono::milliseconds(dist(rng)));
+}
+
+// The stored outcome of an idempotency key, if any (a fresh transaction).
+std::optional<reserve_result> stored_outcome(client& c, const names& n, const reserve_options& o,
+                                             const std::string& hash) {
+  auto tx = c.begin(o.transaction);
+  auto rows = tx.query("SELECT request_hash, outcome, failed_item, available, quantities FROM " + n.idem +
+                           " WHERE idem_key = ?",
+                       {*o.idempotency_key});
+  tx.commit();
+  if (rows.empty()) return std::nullopt;
+  const auto& row = rows[0];
+  if (row[0].value_or("") != hash) {
+    throw invalid_argument("reserve: the idempotency key was already used for a different request");
+  }
+  reserve_result r;
+  r.outcome = parse_status(row[1].value_or(""));
+  r.failed_item = static_cast<std::size_t>(row[2] ? int_of(row[2]) : 0);
+  r.available = row[3] ? int_of(row[3]) : 0;
+  r.new_quantities = split_ints(row[4].value_or(""));
+  r.replayed = true;
+  return r;
+}
+
+void validate(const stock_table& t, const reserve_options& o) {
+  validate_identifier(t.table);
+  validate_identifier(t.key_column);
+  validate_identifier(t.quantity_column);
+  if (o.strategy == stock_strategy::optimistic_cas) validate_identifier(t.version_column);
+  if (o.max_attempts < 1) throw invalid_argument("reserve: max_attempts must be at least 1");
+  if (o.idempotency_key) {
+    validate_identifier(o.idempotency_table);
+    if (o.idempotency_key->empty() || o.idempotency_key->size() > 255) {
+      throw invalid_argument("reserve: the idempotency key must be 1 to 255 bytes");
+    }
+  }
+}
+
+}  // namespace
+
+std::int64_t reserve_result::new_quantity() const {
+  if (outcome != status::applied || new_quantities.empty()) {
+    throw invalid_argument("reserve: no new quantity: the reservation was not applied");
+  }
+  return new_quantities.front();
+}
+
+reserve_result decrement(client& c, const stock_table& table, const value& key, std::int64_t quantity,
+                         const reserve_options& options) {
+  return reserve(c, table, {stock_item{key, quantity}}, options);
+}
+
+reserve_result reserve(client& c, const stock_table& table, const std::vector<stock_item>& items,
+                       const reserve_options& o) {
+  validate(table, o);
+  const auto lines = merge_lines(items);
+  const names n = quoted(dialect_of(c), table, o);
+  const std::string hash = o.idempotency_key ? request_hash(table, lines) : std::string();
+  const std::string insert_key = o.idempotency_key
+                                     ? "INSERT INTO " + n.idem +
+                                           " (idem_key, request_hash, outcome, failed_item, available, quantities)"
+                                           " VALUES (?, ?, ?, ?, ?, ?)"
+                                     : std::string();
+
+  for (int attempt = 1;; ++attempt) {
+    bool duplicate = false;
+    try {
+      auto tx = c.begin(o.transaction);
+      if (o.idempotency_key) {
+        // Claim the key first: a concurrent request with the same key waits on it here and then
+        // fails with a unique violation, and reads the outcome this one stores.
+        try {
+          tx.execute(insert_key, {*o.idempotency_key, hash, std::string("pending"), std::int64_t{0}, std::int64_t{0},
+                                  std::string()});
+        } catch (const error& e) {
+          if (!unique_violation(e)) throw;
+          duplicate = true;
+        }
+      }
+      if (!duplicate) {
+        reserve_result r = run_strategy(tx, n, table, lines, items.size(), o.strategy);
+        r.attempts = attempt;
+        if (r.outcome != status::applied) {
+          // Nothing may change but the stored outcome: undo, then store it on its own.
+          tx.rollback();
+          if (!o.idempotency_key) return r;
+          auto tx2 = c.begin(o.transaction);
+          try {
+            tx2.execute(insert_key, {*o.idempotency_key, hash, std::string(status_text(r.outcome)),
+                                     static_cast<std::int64_t>(r.failed_item), r.available, std::string()});
+            tx2.commit();
+            return r;
+          } catch (const error& e) {
+            if (!unique_violation(e)) throw;
+            duplicate = true;
+          }
+        } else {
+          if (o.idempotency_key) {
+            tx.execute("UPDATE " + n.idem + " SET outcome = ?, quantities = ? WHERE idem_key = ?",
+                       {std::string("applied"), join(r.new_quantities), *o.idempotency_key});
+          }
+          tx.commit();
+          return r;
+        }
+      }
+    } catch (const retryable_error&) {
+    } catch (const lock_not_available&) {
+      // A bounded row-lock wait ran out: another run, like a conflict.
+    }
+    if (duplicate) {
+      if (auto r = stored_outcome(c, n, o, hash)) {
+        r->attempts = attempt;
+        return *r;
+      }
+      // The other request rolled back after all: run again.
+    }
+    if (attempt >= o.max_attempts) {
+      reserve_result r;
+      r.outcome = status::retries_exhausted;
+      r.attempts = attempt;
+      return r;
+    }
+    backoff(o, attempt);
+  }
+}
+
+void create_idempotency_table(client& c, const std::string& table) {
+  validate_identifier(table);
+  const dialect d = dialect_of(c);
+  const std::string t = quote_identifier(table, d);
+  std::string ddl;
+  switch (d) {
+    case dialect::postgresql:
+      ddl = "CREATE TABLE IF NOT EXISTS " + t +
+            " (idem_key text PRIMARY KEY, request_hash text NOT NULL, outcome text NOT NULL,"
+            " failed_item bigint NOT NULL DEFAULT 0, available bigint NOT NULL DEFAULT 0, quantities text NOT NULL,"
+            " created_at timestamptz NOT NULL DEFAULT CURRENT_TIMESTAMP)";
+      break;
+    case dialect::mysql:
+      ddl = "CREATE TABLE IF NOT EXISTS " + t +
+            " (idem_key VARBINARY(255) NOT NULL PRIMARY KEY, request_hash CHAR(64) NOT NULL, outcome VARCHAR(32) NOT NULL,"
+            " failed_item BIGINT NOT NULL DEFAULT 0, available BIGINT NOT NULL DEFAULT 0, quantities TEXT NOT NULL,"
+            " created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB";
+      break;
+    case dialect::sqlite:
+      ddl = "CREATE TABLE IF NOT EXISTS " + t +
+            " (idem_key TEXT PRIMARY KEY, request_hash TEXT NOT NULL, outcome TEXT NOT NULL,"
+            " failed_item INTEGER NOT NULL DEFAULT 0, available INTEGER NOT NULL DEFAULT 0, quantities TEXT NOT NULL,"
+            " created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)";
+      break;
+  }
+  if (c.schema_version() < client::required_schema_version()) c.migrate();
+  lease_options lease_opts;
+  lease_opts.ttl = std::chrono::seconds(30);
+  auto lease = c.acquire_for("sqllock:setup:" + table, std::chrono::minutes(1), lease_opts);
+  auto tx = c.begin();
+  tx.execute(ddl);
+  tx.commit();
+  lease.release();
+}
+
+}  // namespace sqllock

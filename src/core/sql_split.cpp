@@ -1,0 +1,232 @@
+// Splits migration scripts into statements per dialect: quotes, comments, dollar quotes, DELIMITER.
+#include <cctype>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sqllock/error.hpp"
+#include "sqllock/migrations.hpp"
+
+namespace sqllock {
+namespace {
+
+bool ident_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(b[i]))) return false;
+  }
+  return true;
+}
+
+std::string trim(std::string_view s) {
+  std::size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::size_t line_of(std::string_view s, std::size_t pos) {
+  std::size_t line = 1;
+  for (std::size_t i = 0; i < pos && i < s.size(); ++i) line += s[i] == '\n';
+  return line;
+}
+
+[[noreturn]] void unterminated(std::string_view what, std::string_view script, std::size_t pos) {
+  throw invalid_argument("unterminated " + std::string(what) + " starting on line " +
+                         std::to_string(line_of(script, pos)));
+}
+
+// If sql[i] starts a PostgreSQL dollar-quote tag ($$ or $tag$), its length; 0 otherwise.
+std::size_t dollar_tag(std::string_view sql, std::size_t i) {
+  if (sql[i] != '$') return 0;
+  if (i > 0 && ident_char(sql[i - 1])) return 0;  // part of an identifier like a$b
+  std::size_t j = i + 1;
+  if (j < sql.size() && std::isdigit(static_cast<unsigned char>(sql[j]))) return 0;  // $1
+  while (j < sql.size() && ident_char(sql[j]) && sql[j] != '$') ++j;
+  if (j < sql.size() && sql[j] == '$') return j - i + 1;
+  return 0;
+}
+
+// The words (outside quotes and comments) of a statement so far, upper-cased, for the few
+// constructs whose bodies contain semicolons: SQLite CREATE TRIGGER ... BEGIN ... END and
+// PostgreSQL BEGIN ATOMIC ... END.
+struct word_tracker {
+  std::vector<std::string> words;
+  void add(std::string_view w) {
+    std::string u(w);
+    for (char& c : u) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    words.push_back(std::move(u));
+  }
+  // True while a `;` does not end the statement: inside a BEGIN ... END block that the statement
+  // opened (CASE ... END pairs inside it are counted too).
+  bool inside_block(dialect d) const {
+    bool block = false;
+    if (d == dialect::sqlite) {
+      // CREATE [TEMP|TEMPORARY] TRIGGER
+      std::size_t i = 0;
+      if (i < words.size() && words[i] == "CREATE") ++i; else return false;
+      if (i < words.size() && (words[i] == "TEMP" || words[i] == "TEMPORARY")) ++i;
+      if (i < words.size() && words[i] == "TRIGGER") block = true;
+    } else if (d == dialect::postgresql) {
+      for (std::size_t i = 0; i + 1 < words.size(); ++i) {
+        if (words[i] == "BEGIN" && words[i + 1] == "ATOMIC") block = true;
+      }
+    }
+    if (!block) return false;
+    int depth = 0;
+    bool opened = false;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      const auto& w = words[i];
+      if (w == "BEGIN" || w == "CASE") {
+        ++depth;
+        opened = true;
+      } else if (w == "END") {
+        --depth;
+      }
+    }
+    return !opened || depth > 0;
+  }
+};
+
+}  // namespace
+
+std::vector<std::string> split_sql_statements(std::string_view script, dialect d) {
+  std::vector<std::string> out;
+  const std::size_t n = script.size();
+  std::string delimiter = ";";
+  std::size_t start = 0;      // start of the current statement
+  bool has_code = false;      // the current statement has something besides blanks and comments
+  bool at_line_start = true;  // only blanks since the last newline (for DELIMITER)
+  word_tracker words;
+
+  auto emit = [&](std::size_t end) {
+    if (has_code) {
+      std::string s = trim(script.substr(start, end - start));
+      if (!s.empty()) out.push_back(std::move(s));
+    }
+    has_code = false;
+    words = {};
+  };
+
+  std::size_t i = 0;
+  while (i < n) {
+    const char c = script[i];
+    // MySQL client's DELIMITER command: a line of its own, never sent to the server.
+    if (d == dialect::mysql && at_line_start && (c == 'D' || c == 'd') && i + 9 <= n &&
+        iequals(script.substr(i, 9), "DELIMITER") && (i + 9 == n || std::isspace(static_cast<unsigned char>(script[i + 9])))) {
+      std::size_t eol = script.find('\n', i);
+      if (eol == std::string_view::npos) eol = n;
+      std::string arg = trim(script.substr(i + 9, eol - i - 9));
+      if (arg.empty() || arg.find_first_of(" \t") != std::string::npos) {
+        throw invalid_argument("DELIMITER on line " + std::to_string(line_of(script, i)) + " needs one delimiter");
+      }
+      emit(i);
+      delimiter = arg;
+      i = eol;
+      start = i;
+      continue;
+    }
+    if (c == '\n') {
+      at_line_start = true;
+      ++i;
+      continue;
+    }
+    if (std::isspace(static_cast<unsigned char>(c))) {
+      ++i;
+      continue;
+    }
+    at_line_start = false;
+    // Comments.
+    if (c == '-' && i + 1 < n && script[i + 1] == '-') {
+      std::size_t eol = script.find('\n', i);
+      i = eol == std::string_view::npos ? n : eol;
+      continue;
+    }
+    if (c == '#' && d == dialect::mysql) {
+      std::size_t eol = script.find('\n', i);
+      i = eol == std::string_view::npos ? n : eol;
+      continue;
+    }
+    if (c == '/' && i + 1 < n && script[i + 1] == '*') {
+      const std::size_t begin = i;
+      // MySQL executable comments /*! ... */ are code for the server.
+      if (d == dialect::mysql && i + 2 < n && script[i + 2] == '!') has_code = true;
+      int depth = 1;
+      i += 2;
+      while (i < n && depth > 0) {
+        if (d == dialect::postgresql && script[i] == '/' && i + 1 < n && script[i + 1] == '*') {
+          ++depth;
+          i += 2;
+        } else if (script[i] == '*' && i + 1 < n && script[i + 1] == '/') {
+          --depth;
+          i += 2;
+        } else {
+          ++i;
+        }
+      }
+      if (depth > 0) unterminated("comment", script, begin);
+      continue;
+    }
+    // The delimiter ends a statement (outside BEGIN ... END bodies).
+    if (script.compare(i, delimiter.size(), delimiter) == 0 && !(delimiter == ";" && words.inside_block(d))) {
+      emit(i);
+      i += delimiter.size();
+      start = i;
+      continue;
+    }
+    has_code = true;
+    // Quoted strings and identifiers.
+    if (c == '\'' || c == '"' || (c == '`' && d == dialect::mysql) || (c == '[' && d == dialect::sqlite)) {
+      const std::size_t begin = i;
+      const char close = c == '[' ? ']' : c;
+      const bool backslash = (d == dialect::mysql && c != '`') ||
+                             (d == dialect::postgresql && c == '\'' && i > 0 &&
+                              (script[i - 1] == 'E' || script[i - 1] == 'e') && (i < 2 || !ident_char(script[i - 2])));
+      std::size_t j = i + 1;
+      bool closed = false;
+      while (j < n) {
+        if (backslash && script[j] == '\\' && j + 1 < n) {
+          j += 2;
+          continue;
+        }
+        if (script[j] == close) {
+          if (close != ']' && j + 1 < n && script[j + 1] == close) {
+            j += 2;
+            continue;
+          }
+          closed = true;
+          break;
+        }
+        ++j;
+      }
+      if (!closed) unterminated(c == '\'' ? "string" : "quoted identifier", script, begin);
+      i = j + 1;
+      continue;
+    }
+    if (d == dialect::postgresql) {
+      if (std::size_t tag = dollar_tag(script, i); tag > 0) {
+        const std::string_view delim = script.substr(i, tag);
+        const std::size_t end = script.find(delim, i + tag);
+        if (end == std::string_view::npos) unterminated("dollar-quoted string " + std::string(delim), script, i);
+        i = end + tag;
+        continue;
+      }
+    }
+    if (ident_char(c) && !std::isdigit(static_cast<unsigned char>(c))) {
+      std::size_t j = i;
+      while (j < n && (ident_char(script[j]) || script[j] == '$')) ++j;
+      words.add(script.substr(i, j - i));
+      i = j;
+      continue;
+    }
+    ++i;
+  }
+  emit(n);
+  return out;
+}
+
+}  // namespace sqllock

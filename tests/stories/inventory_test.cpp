@@ -1,0 +1,234 @@
+// The inventory helpers on this backend: hot-row decrements, multi-item orders, idempotency keys.
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "sqllock/inventory.hpp"
+#include "story_fixture.hpp"
+
+namespace stories {
+namespace {
+
+using sqllock::reserve_result;
+using sqllock::stock_strategy;
+using status = reserve_result::status;
+
+// A stock table (sku BIGINT PRIMARY KEY, qty, version) with the given rows, dropped at scope end.
+class stock {
+ public:
+  stock(sqllock::client& c, const std::vector<std::pair<std::int64_t, std::int64_t>>& rows)
+      : c_(c), name_(unique_name("stock")) {
+    auto tx = c_.begin();
+    tx.execute("CREATE TABLE " + name_ + " (sku BIGINT PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT NOT NULL)");
+    for (auto [sku, qty] : rows) tx.execute("INSERT INTO " + name_ + " VALUES (?, ?, 1)", {sku, qty});
+    tx.commit();
+  }
+  ~stock() {
+    try {
+      exec(c_, "DROP TABLE " + name_);
+    } catch (...) {
+    }
+  }
+  sqllock::stock_table table() const { return {.table = name_}; }
+  std::int64_t qty(std::int64_t sku) { return query(c_, "SELECT qty FROM " + name_ + " WHERE sku = ?", {sku}).at(0).as_int(0); }
+
+ private:
+  sqllock::client& c_;
+  std::string name_;
+};
+
+class Inventory : public ::testing::TestWithParam<stock_strategy> {
+ protected:
+  sqllock::reserve_options options() const {
+    sqllock::reserve_options o;
+    o.strategy = GetParam();
+    o.max_attempts = 20;
+    return o;
+  }
+};
+
+std::string strategy_name(const ::testing::TestParamInfo<stock_strategy>& info) {
+  switch (info.param) {
+    case stock_strategy::atomic_update: return "atomic_update";
+    case stock_strategy::optimistic_cas: return "optimistic_cas";
+    case stock_strategy::for_update: return "for_update";
+  }
+  return "unknown";
+}
+
+TEST_P(Inventory, SixteenThreadsOnOneHotRowNeverOversell) {
+  constexpr int initial = 96;
+  auto admin = make_client();
+  stock s(admin, {{1, initial}});
+  std::vector<sqllock::client> clients;
+  for (int i = 0; i < 4; ++i) clients.push_back(make_client());
+  std::mutex mu;
+  std::multiset<std::int64_t> seen;  // every new quantity handed out
+  std::atomic<int> applied{0}, exhausted{0}, errors{0};
+  std::vector<std::thread> threads;
+  const auto opts = options();
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&, t] {
+      auto& c = clients[t % 4];
+      for (;;) {
+        try {
+          auto r = sqllock::decrement(c, s.table(), std::int64_t{1}, 1, opts);
+          if (r.outcome == status::insufficient) {
+            EXPECT_EQ(r.available, 0);
+            return;
+          }
+          if (r.outcome == status::retries_exhausted) {
+            ++exhausted;
+            continue;
+          }
+          ASSERT_EQ(r.outcome, status::applied);
+          ++applied;
+          std::lock_guard lk(mu);
+          seen.insert(r.new_quantity());
+        } catch (const std::exception& e) {
+          ++errors;
+          ADD_FAILURE() << e.what();
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(applied.load(), initial);
+  EXPECT_EQ(s.qty(1), 0);
+  std::multiset<std::int64_t> expected;
+  for (int q = 0; q < initial; ++q) expected.insert(q);
+  EXPECT_EQ(seen, expected) << "each unit was sold exactly once";
+  RecordProperty("retries_exhausted", exhausted.load());
+}
+
+TEST_P(Inventory, OppositeOrderReservationsNeverDeadlock) {
+  constexpr int per_thread = 25;
+  auto admin = make_client();
+  stock s(admin, {{1, 10000}, {2, 10000}, {3, 10000}});
+  std::vector<sqllock::client> clients;
+  for (int i = 0; i < 2; ++i) clients.push_back(make_client());
+  std::atomic<int> applied{0}, retried{0}, errors{0};
+  std::vector<std::thread> threads;
+  const auto opts = options();
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      auto& c = clients[t % 2];
+      // Half the threads take 1,2,3; the other half 3,2,1.
+      std::vector<sqllock::stock_item> items =
+          t % 2 ? std::vector<sqllock::stock_item>{{std::int64_t{1}, 1}, {std::int64_t{2}, 1}, {std::int64_t{3}, 1}}
+                : std::vector<sqllock::stock_item>{{std::int64_t{3}, 1}, {std::int64_t{2}, 1}, {std::int64_t{1}, 1}};
+      for (int i = 0; i < per_thread; ++i) {
+        try {
+          auto r = sqllock::reserve(c, s.table(), items, opts);
+          if (r.attempts > 1) ++retried;
+          if (r.applied()) {
+            ++applied;
+            EXPECT_EQ(r.new_quantities.size(), 3u);
+          } else {
+            EXPECT_EQ(r.outcome, status::retries_exhausted);
+          }
+        } catch (const std::exception& e) {
+          ++errors;
+          ADD_FAILURE() << e.what();
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (std::int64_t sku : {1, 2, 3}) EXPECT_EQ(s.qty(sku), 10000 - applied.load());
+  if (GetParam() != stock_strategy::optimistic_cas) {
+    // A deadlock (or any other retryable failure) would have shown up as a second attempt.
+    EXPECT_EQ(retried.load(), 0);
+    EXPECT_EQ(applied.load(), 6 * per_thread);
+  }
+}
+
+TEST_P(Inventory, MultiItemIsAllOrNothing) {
+  auto c = make_client();
+  stock s(c, {{1, 5}, {2, 5}});
+  auto r = sqllock::reserve(c, s.table(), {{std::int64_t{1}, 2}, {std::int64_t{2}, 6}}, options());
+  EXPECT_EQ(r.outcome, status::insufficient);
+  EXPECT_EQ(r.failed_item, 1u);
+  EXPECT_EQ(r.available, 5);
+  EXPECT_EQ(s.qty(1), 5);
+  r = sqllock::reserve(c, s.table(), {{std::int64_t{2}, 1}, {std::int64_t{9}, 1}}, options());
+  EXPECT_EQ(r.outcome, status::not_found);
+  EXPECT_EQ(r.failed_item, 1u);
+  EXPECT_EQ(s.qty(2), 5);
+  // The same key twice is merged: 2 + 3 = 5 of sku 1.
+  r = sqllock::reserve(c, s.table(), {{std::int64_t{1}, 2}, {std::int64_t{2}, 1}, {std::int64_t{1}, 3}}, options());
+  ASSERT_TRUE(r.applied());
+  EXPECT_EQ(r.new_quantities, (std::vector<std::int64_t>{0, 4, 0}));
+  EXPECT_EQ(s.qty(1), 0);
+  EXPECT_THROW(r.new_quantity() == 0 ? throw sqllock::invalid_argument("ok") : void(), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::decrement(c, s.table(), std::int64_t{1}, 0, options()), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::decrement(c, {.table = "bad;name"}, std::int64_t{1}, 1, options()), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::decrement(c, s.table(), sqllock::value{}, 1, options()), sqllock::invalid_argument);
+}
+
+TEST_P(Inventory, IdempotencyKeyAppliesOnceAfterALostAnswer) {
+  auto c = make_client();
+  sqllock::create_idempotency_table(c);
+  sqllock::create_idempotency_table(c);  // idempotent
+  stock s(c, {{1, 100}, {2, 1}});
+  auto o = options();
+  o.idempotency_key = unique_name("order");
+  // The first attempt commits, but its answer is "lost" (the caller never sees it) ...
+  (void)sqllock::decrement(c, s.table(), std::int64_t{1}, 3, o);
+  // ... so the caller retries with the same key: the stored outcome comes back, nothing changes.
+  auto again = sqllock::decrement(c, s.table(), std::int64_t{1}, 3, o);
+  EXPECT_TRUE(again.applied());
+  EXPECT_TRUE(again.replayed);
+  EXPECT_EQ(again.new_quantity(), 97);
+  EXPECT_EQ(s.qty(1), 97);
+  // A different request under the same key is a caller bug.
+  EXPECT_THROW(sqllock::decrement(c, s.table(), std::int64_t{1}, 4, o), sqllock::invalid_argument);
+
+  // Concurrent duplicates (a client retrying while the first attempt is still in flight).
+  o.idempotency_key = unique_name("order");
+  std::vector<sqllock::client> clients;
+  for (int i = 0; i < 4; ++i) clients.push_back(make_client());
+  std::atomic<int> fresh{0}, replayed{0}, errors{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        auto r = sqllock::decrement(clients[t % 4], s.table(), std::int64_t{1}, 5, o);
+        EXPECT_TRUE(r.applied());
+        EXPECT_EQ(r.new_quantity(), 92);
+        (r.replayed ? replayed : fresh)++;
+      } catch (const std::exception& e) {
+        ++errors;
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(fresh.load(), 1);
+  EXPECT_EQ(replayed.load(), 7);
+  EXPECT_EQ(s.qty(1), 92);
+
+  // A refusal is an outcome too: stored and replayed, even if stock arrives in between.
+  o.idempotency_key = unique_name("order");
+  auto no = sqllock::decrement(c, s.table(), std::int64_t{2}, 2, o);
+  EXPECT_EQ(no.outcome, status::insufficient);
+  exec(c, "UPDATE " + s.table().table + " SET qty = 10 WHERE sku = 2");
+  auto no_again = sqllock::decrement(c, s.table(), std::int64_t{2}, 2, o);
+  EXPECT_EQ(no_again.outcome, status::insufficient);
+  EXPECT_TRUE(no_again.replayed);
+  EXPECT_EQ(s.qty(2), 10);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, Inventory,
+                         ::testing::Values(stock_strategy::atomic_update, stock_strategy::optimistic_cas,
+                                           stock_strategy::for_update),
+                         strategy_name);
+
+}  // namespace
+}  // namespace stories

@@ -1,0 +1,372 @@
+// The migration runner on this backend: library API and `sqllock migrate --dir` processes.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+#include <thread>
+
+#include "sqllock/migrations.hpp"
+#include "story_fixture.hpp"
+
+namespace stories {
+namespace {
+
+using namespace std::chrono_literals;
+using sqllock::migrate_options;
+
+bool is_mysql() { return backend().name == "mysql"; }
+
+migrate_options options_for(const std::string& history) {
+  migrate_options o;
+  o.history_table = history;
+  o.wait = 30s;
+  o.lock_ttl = 3s;
+  return o;
+}
+
+std::string create_table(const std::string& name) {
+  return "CREATE TABLE " + name + " (id INTEGER PRIMARY KEY, note VARCHAR(100));\n";
+}
+
+std::vector<std::int64_t> versions(const std::vector<sqllock::migration_record>& rows) {
+  std::vector<std::int64_t> v;
+  for (const auto& r : rows) v.push_back(r.version);
+  return v;
+}
+
+TEST(Migrate, AppliesPendingFilesInOrderAndRecordsHistory) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto a = unique_name("m_a"), b = unique_name("m_b"), cc = unique_name("m_c");
+  dir.write("0001_create_a.sql", "-- first; with a semicolon in a comment\n" + create_table(a));
+  dir.write("0002_fill_a.sql", "INSERT INTO " + a + " VALUES (1, 'x;y');\nINSERT INTO " + a + " VALUES (2, 'it''s');\n");
+  dir.write("README.md", "not a migration");
+  dir.write("notes.sql", "not a migration either (no version)");
+  auto o = options_for(unique_name("hist"));
+
+  auto r1 = sqllock::migrate_directory(c, dir.path(), o);
+  ASSERT_EQ(r1.applied.size(), 2u);
+  EXPECT_EQ(r1.applied[0].name, "0001_create_a.sql");
+  EXPECT_EQ(r1.current_version, 2);
+  EXPECT_GT(r1.fencing_token, 0);
+  EXPECT_EQ(query(c, "SELECT COUNT(*) FROM " + a).at(0).as_int(0), 2);
+  EXPECT_EQ(query(c, "SELECT note FROM " + a + " WHERE id = 1").at(0).as_text(0), "x;y");
+
+  auto hist = sqllock::migration_history(c, o);
+  ASSERT_EQ(versions(hist), (std::vector<std::int64_t>{1, 2}));
+  std::ifstream in(dir.path() / "0002_fill_a.sql", std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_EQ(hist[1].checksum, sqllock::sha256_hex(text));
+  EXPECT_EQ(hist[1].status, "applied");
+  EXPECT_EQ(hist[1].name, "0002_fill_a.sql");
+  EXPECT_EQ(hist[1].applied_by, c.holder_id());
+  EXPECT_FALSE(hist[1].applied_at.empty());
+  EXPECT_GE(hist[1].duration_ms, 0);
+
+  // Again: nothing to do. Then a new file: only it runs.
+  EXPECT_TRUE(sqllock::migrate_directory(c, dir.path(), o).applied.empty());
+  dir.write("0010_create_b_c.sql", create_table(b) + create_table(cc));
+  auto r3 = sqllock::migrate_directory(c, dir.path(), o);
+  ASSERT_EQ(r3.applied.size(), 1u);
+  EXPECT_EQ(r3.applied[0].version, 10);
+  EXPECT_TRUE(table_exists(c, b));
+  EXPECT_TRUE(table_exists(c, cc));
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2, 10}));
+}
+
+TEST(Migrate, ChecksumMismatchStopsNamingTheFile) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto a = unique_name("m_a"), b = unique_name("m_b");
+  dir.write("0001_a.sql", create_table(a));
+  auto o = options_for(unique_name("hist"));
+  sqllock::migrate_directory(c, dir.path(), o);
+  dir.write("0001_a.sql", create_table(a) + "-- edited afterwards\n");
+  dir.write("0002_b.sql", create_table(b));
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+    FAIL() << "no checksum_mismatch";
+  } catch (const sqllock::checksum_mismatch& e) {
+    EXPECT_NE(std::string(e.what()).find("0001_a.sql"), std::string::npos) << e.what();
+    EXPECT_EQ(e.file(), "0001_a.sql");
+    EXPECT_EQ(e.version(), 1);
+  }
+  EXPECT_FALSE(table_exists(c, b)) << "nothing after a mismatch may run";
+}
+
+TEST(Migrate, RemovedFileIsReportedOrRefused) {
+  auto c = make_client();
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  auto o = options_for(unique_name("hist"));
+  sqllock::migrate_directory(c, dir.path(), o);
+  std::filesystem::remove(dir.path() / "0001_a.sql");
+  auto r = sqllock::migrate_directory(c, dir.path(), o);
+  EXPECT_EQ(r.missing_files, (std::vector<std::string>{"0001_a.sql"}));
+  EXPECT_TRUE(r.applied.empty());
+  o.fail_on_missing_files = true;
+  EXPECT_THROW(sqllock::migrate_directory(c, dir.path(), o), sqllock::migration_failed);
+}
+
+TEST(Migrate, OutOfOrderFileIsRefused) {
+  auto c = make_client();
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0003_c.sql", create_table(unique_name("m_c")));
+  auto o = options_for(unique_name("hist"));
+  sqllock::migrate_directory(c, dir.path(), o);
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+    FAIL() << "no error";
+  } catch (const sqllock::migration_failed& e) {
+    EXPECT_EQ(e.file(), "0002_b.sql");
+  }
+}
+
+TEST(Migrate, BadFilesAndNamesAreInvalidArguments) {
+  auto c = make_client();
+  {
+    temp_dir dir;
+    dir.write("01_a.sql", "SELECT 1");
+    dir.write("1_b.sql", "SELECT 1");
+    EXPECT_THROW(sqllock::read_migration_directory(dir.path()), sqllock::invalid_argument);
+  }
+  {
+    temp_dir dir;
+    dir.write("0001-a.sql", "SELECT 1");
+    EXPECT_THROW(sqllock::read_migration_directory(dir.path()), sqllock::invalid_argument);
+  }
+  {
+    temp_dir dir;
+    dir.write("0000_a.sql", "SELECT 1");
+    EXPECT_THROW(sqllock::read_migration_directory(dir.path()), sqllock::invalid_argument);
+  }
+  EXPECT_THROW(sqllock::read_migration_directory("/nonexistent/dir"), sqllock::invalid_argument);
+  temp_dir dir;
+  migrate_options o;
+  o.history_table = "bad name; DROP TABLE x";
+  EXPECT_THROW(sqllock::migrate_directory(c, dir.path(), o), sqllock::invalid_argument);
+  {
+    temp_dir bad;
+    bad.write("0001_a.sql", "SELECT 'unterminated");
+    try {
+      sqllock::migrate_directory(c, bad.path(), options_for(unique_name("hist")));
+      FAIL() << "no error";
+    } catch (const sqllock::error& e) {
+      EXPECT_NE(std::string(e.what()).find("0001_a.sql"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// PostgreSQL/SQLite: a failing statement rolls the whole migration back, history included.
+// MySQL: the failure is recorded, the runner refuses to go on, and resolve lets it continue.
+TEST(Migrate, FailedMigration) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto a = unique_name("m_a"), b = unique_name("m_b"), d = unique_name("m_d");
+  dir.write("0001_a.sql", create_table(a));
+  dir.write("0002_b.sql", create_table(b) + "INSERT INTO no_such_table_" + b + " VALUES (1);\n");
+  dir.write("0003_d.sql", create_table(d));
+  auto o = options_for(unique_name("hist"));
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+    FAIL() << "no error";
+  } catch (const sqllock::migration_failed& e) {
+    EXPECT_EQ(e.version(), 2);
+    EXPECT_EQ(e.file(), "0002_b.sql");
+  }
+  EXPECT_TRUE(table_exists(c, a));
+  EXPECT_FALSE(table_exists(c, d));
+  auto hist = sqllock::migration_history(c, o);
+  if (!is_mysql()) {
+    EXPECT_FALSE(table_exists(c, b)) << "half of migration 2 is visible";
+    EXPECT_EQ(versions(hist), (std::vector<std::int64_t>{1}));
+    dir.write("0002_b.sql", create_table(b));
+    auto r = sqllock::migrate_directory(c, dir.path(), o);
+    EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{2, 3}));
+    EXPECT_THROW(sqllock::resolve_migration(c, dir.path(), 2, sqllock::migration_resolution::applied, o),
+                 sqllock::migration_failed);
+    return;
+  }
+  ASSERT_EQ(versions(hist), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(hist[1].status, "failed");
+  EXPECT_NE(hist[1].error.find("1146"), std::string::npos) << hist[1].error;  // table does not exist
+  EXPECT_TRUE(table_exists(c, b)) << "MySQL commits DDL at once";
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+    FAIL() << "went past a failed migration";
+  } catch (const sqllock::migration_failed& e) {
+    EXPECT_NE(std::string(e.what()).find("--resolve 2"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(table_exists(c, d));
+  // The human finishes the change by hand and fixes the file, then resolves.
+  exec(c, "CREATE TABLE no_such_table_" + b + " (x INT)");
+  exec(c, "INSERT INTO no_such_table_" + b + " VALUES (1)");
+  dir.write("0002_b.sql", create_table(b) + "CREATE TABLE no_such_table_" + b + " (x INT);\nINSERT INTO no_such_table_" +
+                              b + " VALUES (1);\n");
+  auto rec = sqllock::resolve_migration(c, dir.path(), 2, sqllock::migration_resolution::applied, o);
+  EXPECT_EQ(rec.status, "resolved");
+  auto r = sqllock::migrate_directory(c, dir.path(), o);
+  EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{3}));
+  EXPECT_TRUE(table_exists(c, d));
+  hist = sqllock::migration_history(c, o);
+  EXPECT_EQ(hist[1].status, "resolved");
+}
+
+TEST(Migrate, RetryResolutionForgetsTheFailedRow) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto b = unique_name("m_b");
+  dir.write("0001_b.sql", "CREATE TABLE " + b + " (id INT);\nSELECT * FROM nothing_" + b + ";\n");
+  auto o = options_for(unique_name("hist"));
+  EXPECT_THROW(sqllock::migrate_directory(c, dir.path(), o), sqllock::migration_failed);
+  if (!is_mysql()) {
+    // Rolled back, nothing recorded: there is nothing to resolve, and a fixed file simply runs.
+    EXPECT_THROW(sqllock::resolve_migration(c, dir.path(), 1, sqllock::migration_resolution::retry, o),
+                 sqllock::migration_failed);
+    EXPECT_FALSE(table_exists(c, b));
+    dir.write("0001_b.sql", "CREATE TABLE " + b + " (id INT);\n");
+    EXPECT_EQ(sqllock::migrate_directory(c, dir.path(), o).applied.size(), 1u);
+    return;
+  }
+  exec(c, "DROP TABLE " + b);  // the human undoes the partial effect
+  dir.write("0001_b.sql", "CREATE TABLE " + b + " (id INT);\n");
+  sqllock::resolve_migration(c, dir.path(), 1, sqllock::migration_resolution::retry, o);
+  auto r = sqllock::migrate_directory(c, dir.path(), o);
+  EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1}));
+}
+
+// ---- through the command ----
+
+std::vector<std::string> migrate_args(const temp_dir& dir, const std::string& history, const std::string& ttl = "3s") {
+  return {"migrate", "--dir", dir.path().string(), "--history-table", history, "--lock-ttl", ttl, "--wait", "60s"};
+}
+
+TEST(MigrateCommand, FourProcessesApplyEachMigrationOnceInOrder) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto log = unique_name("m_log");
+  const auto history = unique_name("hist");
+  dir.write("0001_log.sql", "CREATE TABLE " + log + " (v INTEGER PRIMARY KEY, pos INTEGER NOT NULL);\n"
+                            "INSERT INTO " + log + " (v, pos) SELECT 1, COUNT(*) FROM " + log + ";\n");
+  for (int v = 2; v <= 6; ++v) {
+    char name[32];
+    std::snprintf(name, sizeof name, "%04d_step.sql", v);
+    dir.write(name, create_table(unique_name("m_t")) + "INSERT INTO " + log + " (v, pos) SELECT " + std::to_string(v) +
+                        ", COUNT(*) FROM " + log + ";\n");
+  }
+  std::vector<std::unique_ptr<cli_process>> procs;
+  for (int i = 0; i < 4; ++i) {
+    auto args = migrate_args(dir, history);
+    args.push_back("--url");
+    args.push_back(backend().url);
+    procs.push_back(std::make_unique<cli_process>(args));
+  }
+  int applied_lines = 0;
+  for (auto& p : procs) {
+    auto r = p->wait();
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    for (std::size_t pos = 0; (pos = r.out.find("applied 000", pos)) != std::string::npos; ++pos) ++applied_lines;
+  }
+  EXPECT_EQ(applied_lines, 6) << "every migration reported applied by exactly one process";
+  auto rows = query(c, "SELECT v, pos FROM " + log + " ORDER BY v");
+  ASSERT_EQ(rows.size(), 6u);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].as_int(0), static_cast<std::int64_t>(i + 1));
+    EXPECT_EQ(rows[i].as_int(1), static_cast<std::int64_t>(i)) << "migration " << i + 1 << " ran out of order";
+  }
+  EXPECT_EQ(versions(sqllock::migration_history(c, options_for(history))),
+            (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}));
+}
+
+TEST(MigrateCommand, KilledMigratorLeavesNoStuckLockAndNoHalfMigration) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto a = unique_name("m_a"), b = unique_name("m_b"), d = unique_name("m_d");
+  const auto history = unique_name("hist");
+  dir.write("0001_a.sql", create_table(a));
+  dir.write("0002_b_slow.sql", create_table(b) + slow_statement(3) + ";\n");
+  dir.write("0003_d.sql", create_table(d));
+  auto args = migrate_args(dir, history, "2s");
+  args.push_back("--url");
+  args.push_back(backend().url);
+  cli_process first(args);
+  auto o = options_for(history);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto h = sqllock::migration_history(c, o);
+    if (!h.empty()) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  std::this_thread::sleep_for(800ms);  // inside 0002's slow statement
+  first.kill_hard();
+  EXPECT_EQ(first.wait().exit_code, 128 + SIGKILL);
+  const auto killed_at = std::chrono::steady_clock::now();
+
+  auto hist = sqllock::migration_history(c, o);
+  if (is_mysql()) {
+    ASSERT_EQ(versions(hist), (std::vector<std::int64_t>{1, 2}));
+    EXPECT_EQ(hist[1].status, "running");
+  } else {
+    EXPECT_EQ(versions(hist), (std::vector<std::int64_t>{1}));
+    EXPECT_FALSE(table_exists(c, b)) << "half of migration 2 is visible";
+  }
+  EXPECT_FALSE(table_exists(c, d));
+
+  // The dead migrator's lease frees itself within its TTL (2 s) and the next run proceeds.
+  {
+    auto lease = c.try_acquire_for("sqllock:migrations:" + history, 10s);
+    ASSERT_TRUE(lease.has_value());
+    EXPECT_LT(std::chrono::steady_clock::now() - killed_at, 3500ms);
+  }
+  auto second = run_cli(migrate_args(dir, history, "2s"));
+  if (!is_mysql()) {
+    EXPECT_EQ(second.exit_code, 0) << second.err;
+    EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2, 3}));
+    EXPECT_TRUE(table_exists(c, b));
+    EXPECT_TRUE(table_exists(c, d));
+    return;
+  }
+  // MySQL: the interrupted migration blocks until a human resolves it.
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_NE(second.err.find("interrupted"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("--resolve 2"), std::string::npos) << second.err;
+  EXPECT_FALSE(table_exists(c, d));
+  auto args_resolve = migrate_args(dir, history, "2s");
+  args_resolve.insert(args_resolve.end(), {"--resolve", "2"});
+  auto resolved = run_cli(args_resolve);
+  EXPECT_EQ(resolved.exit_code, 0) << resolved.err;
+  auto third = run_cli(migrate_args(dir, history, "2s"));
+  EXPECT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_TRUE(table_exists(c, d));
+  hist = sqllock::migration_history(c, o);
+  ASSERT_EQ(versions(hist), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(hist[1].status, "resolved");
+}
+
+TEST(MigrateCommand, ChecksumMismatchAndUsage) {
+  temp_dir dir;
+  const auto history = unique_name("hist");
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  auto ok = run_cli(migrate_args(dir, history));
+  ASSERT_EQ(ok.exit_code, 0) << ok.err;
+  dir.write("0001_a.sql", "-- changed\n");
+  auto bad = run_cli(migrate_args(dir, history));
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_NE(bad.err.find("0001_a.sql"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("changed"), std::string::npos) << bad.err;
+  auto usage = run_cli({"migrate", "--resolve", "1"});
+  EXPECT_EQ(usage.exit_code, 64) << usage.err;
+  auto bad_table = run_cli({"migrate", "--dir", dir.path().string(), "--history-table", "x;y"});
+  EXPECT_EQ(bad_table.exit_code, 64) << bad_table.err;
+  // The lock tables alone, as before.
+  auto plain = run_cli({"migrate"});
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_NE(plain.out.find("schema version"), std::string::npos) << plain.out;
+}
+
+}  // namespace
+}  // namespace stories

@@ -1,0 +1,193 @@
+// The story tests' fixture: backend selection, temp dirs, spawning the sqllock command.
+#include "story_fixture.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace stories {
+namespace {
+backend_under_test g_backend;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+const backend_under_test& backend() { return g_backend; }
+
+int run_stories(int argc, char** argv, backend_under_test b) {
+  g_backend = std::move(b);
+  if (g_backend.url.empty()) {
+    std::cerr << "stories_" << g_backend.name << ": no database URL for this backend (set SQLLOCK_TEST_"
+              << (g_backend.name == "mysql" ? "MYSQL" : "POSTGRESQL")
+              << "_URL, e.g. by sourcing the env.sh of scripts/*-server.sh); this is a failure, not a skip\n";
+    return 2;
+  }
+  try {
+    sqllock::client_options options;
+    options.require_schema = false;
+    auto c = sqllock::connect(g_backend.url, options);
+    c.migrate();
+  } catch (const std::exception& e) {
+    std::cerr << "stories_" << g_backend.name << ": cannot prepare the database: " << e.what() << "\n";
+    return 2;
+  }
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}
+
+std::string unique_name(const std::string& prefix) {
+  static std::atomic<int> counter{0};
+  static const std::string run = [] {
+    std::random_device rd;
+    return std::to_string(getpid()) + "_" + std::to_string(rd() % 100000);
+  }();
+  return prefix + "_" + run + "_" + std::to_string(counter++);
+}
+
+sqllock::client make_client(sqllock::client_options options) { return sqllock::connect(g_backend.url, options); }
+
+sqllock::dialect current_dialect() {
+  if (g_backend.name == "postgresql") return sqllock::dialect::postgresql;
+  if (g_backend.name == "mysql") return sqllock::dialect::mysql;
+  return sqllock::dialect::sqlite;
+}
+
+void exec(sqllock::client& c, const std::string& sql, const std::vector<sqllock::value>& params) {
+  auto tx = c.begin();
+  tx.execute(sql, params);
+  tx.commit();
+}
+
+sqllock::result_rows query(sqllock::client& c, const std::string& sql, const std::vector<sqllock::value>& params) {
+  auto tx = c.begin();
+  auto rows = tx.query(sql, params);
+  tx.commit();
+  return rows;
+}
+
+bool table_exists(sqllock::client& c, const std::string& table) {
+  switch (current_dialect()) {
+    case sqllock::dialect::postgresql:
+      return query(c, "SELECT CASE WHEN to_regclass(?) IS NULL THEN 0 ELSE 1 END", {table}).at(0).as_int(0) == 1;
+    case sqllock::dialect::mysql:
+      return query(c, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+                   {table}).at(0).as_int(0) == 1;
+    case sqllock::dialect::sqlite:
+      break;
+  }
+  return query(c, "SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' AND name = ?", {table}).at(0).as_int(0) == 1;
+}
+
+temp_dir::temp_dir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "sqllock-stories-XXXXXX").string();
+  if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  path_ = tmpl;
+}
+
+temp_dir::~temp_dir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+void temp_dir::write(const std::string& file, const std::string& text) const {
+  std::ofstream out(path_ / file, std::ios::binary | std::ios::trunc);
+  out << text;
+}
+
+cli_process::cli_process(const std::vector<std::string>& args) {
+  static std::atomic<int> n{0};
+  const std::string base = (std::filesystem::temp_directory_path() /
+                            ("sqllock-stories-cli-" + std::to_string(getpid()) + "-" + std::to_string(n++)))
+                               .string();
+  out_ = base + ".out";
+  err_ = base + ".err";
+  // SQLLOCK_STORIES_CLI overrides the built command (e.g. to test an installed one).
+  const char* override_path = std::getenv("SQLLOCK_STORIES_CLI");
+  std::vector<std::string> argv{override_path && *override_path ? override_path : SQLLOCK_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  pid_ = fork();
+  if (pid_ == 0) {
+    int o = open(out_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    int e = open(err_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    unsetenv("SQLLOCK_URL");
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    execv(raw[0], raw.data());
+    _exit(127);
+  }
+}
+
+cli_process::~cli_process() {
+  if (!reaped_ && pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  unlink(out_.c_str());
+  unlink(err_.c_str());
+}
+
+void cli_process::kill_hard() {
+  if (!reaped_ && pid_ > 0) ::kill(pid_, SIGKILL);
+}
+
+process_result cli_process::wait(std::chrono::milliseconds timeout) {
+  if (reaped_) return result_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  for (;;) {
+    pid_t r = waitpid(pid_, &status, WNOHANG);
+    if (r == pid_) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      ADD_FAILURE() << "sqllock did not finish in time; killing it";
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  reaped_ = true;
+  result_.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result_.out = slurp(out_);
+  result_.err = slurp(err_);
+  return result_;
+}
+
+process_result run_cli(std::vector<std::string> args) {
+  args.push_back("--url");
+  args.push_back(g_backend.url);
+  cli_process p(args);
+  return p.wait();
+}
+
+std::string slow_statement(int seconds) {
+  switch (current_dialect()) {
+    case sqllock::dialect::postgresql:
+      return "SELECT pg_sleep(" + std::to_string(seconds) + ")";
+    case sqllock::dialect::mysql:
+      return "SELECT SLEEP(" + std::to_string(seconds) + ")";
+    case sqllock::dialect::sqlite:
+      break;
+  }
+  // About 10 million rows per second on this machine's class of CPU; the point is only "slow".
+  return "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < " +
+         std::to_string(seconds * 8000000) + ") SELECT count(*) FROM c";
+}
+
+}  // namespace stories

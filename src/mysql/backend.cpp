@@ -19,6 +19,9 @@ namespace {
 constexpr int lease_read_timeout_s = 30;
 constexpr auto idle_check_after = std::chrono::seconds(5);
 constexpr int migrate_lock_timeout_s = 120;
+constexpr int max_deadlock_retries = 5;
+/// holder_id is VARBINARY(512) in the lock table.
+constexpr std::size_t max_holder_bytes = 512;
 
 std::int64_t to_int(const std::optional<std::string>& v) {
   if (!v) return 0;
@@ -147,6 +150,10 @@ class mysql_backend final : public backend {
   acquire_outcome acquire(const std::string& name, const std::string& holder,
                           std::chrono::milliseconds ttl) override {
     const std::int64_t us = static_cast<std::int64_t>(ttl.count()) * 1000;
+    if (holder.empty() || holder.size() > max_holder_bytes) {
+      throw invalid_argument("holder id must be 1 to " + std::to_string(max_holder_bytes) +
+                             " bytes for the mysql backend");
+    }
     return with_lease([&](connection& c) {
       return returning_ ? acquire_returning(c, name, holder, us) : acquire_plain(c, name, holder, us);
     });
@@ -307,7 +314,16 @@ class mysql_backend final : public backend {
     }
     if (!lease_) connect_lease();
     try {
-      return f(*lease_);
+      // Lease statements run in autocommit mode: a deadlock victim's statement was rolled back
+      // whole (InnoDB can pick one when upserts of the same new key race), so it is safe to rerun.
+      for (int attempt = 1;; ++attempt) {
+        try {
+          return f(*lease_);
+        } catch (const deadlock_detected&) {
+          if (attempt >= max_deadlock_retries) throw;
+          std::this_thread::sleep_for(std::chrono::milliseconds(attempt));
+        }
+      }
     } catch (const error&) {
       if (lease_ && lease_->broken()) {
         log_message(options_, log_level::warning,

@@ -138,7 +138,14 @@ class mysql_session final : public session {
       result_rows rows = conn_->query(read, key_params, "cas");
       if (rows.empty()) return cas_result{cas_result::status::missing, 0};
       const auto& v = rows[0][0];
-      return cas_result{cas_result::status::conflict, v ? std::stoll(*v) : 0};
+      std::int64_t found = 0;
+      try {
+        found = v ? std::stoll(*v) : 0;
+      } catch (const std::exception&) {
+        throw invalid_argument("cas: version column " + request.version_column +
+                               " does not hold an integer");
+      }
+      return cas_result{cas_result::status::conflict, found};
     } catch (const error& e) {
       after_error(e);
       throw;

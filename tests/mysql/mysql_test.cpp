@@ -546,3 +546,48 @@ TEST(MysqlRenew, BatchedRenewalKeepsLeasesWithAwkwardNames) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- racing upserts of new names from many clients ----------------------------------------------
+
+TEST(MysqlStress, RacingAcquiresOfNewNamesNeverFailAndNeverOverlap) {
+  const std::string base = unique_name("race");
+  constexpr int threads_n = 6;
+  constexpr int names_n = 150;
+  std::vector<std::atomic<int>> winners(names_n);
+  std::atomic<int> errors{0};
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < threads_n; ++t) {
+    threads.emplace_back([&] {
+      std::vector<sqllock::lease_guard> held;  // kept until every thread is done
+      try {
+        auto c = make_client();
+        for (int i = 0; i < names_n; ++i) {
+          try {
+            auto g = c.try_acquire(base + "_" + std::to_string(i), {.ttl = 30s, .auto_renew = false});
+            if (g) {
+              ++winners[i];  // exactly one winner per name
+              held.push_back(std::move(*g));
+            }
+          } catch (const std::exception& e) {
+            ++errors;
+            ADD_FAILURE() << e.what();
+          }
+        }
+        ++done;
+        while (done.load() < threads_n) std::this_thread::sleep_for(5ms);
+        held.clear();
+      } catch (const std::exception& e) {
+        ++done;
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  for (int i = 0; i < names_n; ++i) EXPECT_EQ(winners[i].load(), 1) << i;
+}
+
+}  // namespace

@@ -467,6 +467,8 @@ class Driver:
                     cur["r"] = dict(t_rr=int(c[3]), t_re=int(c[4]), result=c[5], lost=c[6] == "1")
                 elif t == "E":
                     errors[c[2]] = errors.get(c[2], 0) + 1
+                elif t == "C":
+                    errors["client_recreated"] = errors.get("client_recreated", 0) + 1
         self.errors = errors
         for a in acqs:
             d = a["t_ack"] - a["t_req"]
@@ -562,6 +564,7 @@ class Driver:
         # Faults: takeover delay after a holder died; what a stopped holder saw.
         self.max_takeover_ms = 0.0
         self.takeovers = 0
+        self.takeover_delays = []
         self.stop_outcomes = dict(taken_over=0, write_rejected=0, renew_refused=0, release_refused=0,
                                   guard_lost=0)
         phase_end = max((a["t_ack"] for a in acqs), default=0)
@@ -573,6 +576,7 @@ class Driver:
                     first = min(nxt, key=lambda a: a["t_ack"])
                     delay = (first["t_ack"] - ev["t"]) / 1000
                     self.takeovers += 1
+                    self.takeover_delays.append((delay, name, token, ev["t"]))
                     self.max_takeover_ms = max(self.max_takeover_ms, delay)
                     if delay > o.ttl_ms + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]):
                         self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
@@ -667,6 +671,9 @@ class Driver:
         for strategy in ("atomic", "cas", "rowlock"):
             procs, secs = self.inventory_phase(strategy, inv_secs)
             inv[strategy] = (procs, secs)
+        with open(os.path.join(self.out, "events.txt"), "w") as f:
+            for ev in self.events:
+                f.write(repr(ev) + "\n")
         db = self.dump()
         self.check_lock_phase(db, verify_lines)
         inv_parts = []

@@ -277,15 +277,18 @@ int run_lock(const args& a) {
   const std::string insert = "INSERT INTO " + aw_table(prefix) + " (res_id, token, holder, val) VALUES (?, ?, ?, ?)";
   int consecutive_errors = 0;
   std::int64_t seq = 0;
+  long long first_error_us = 0;
   auto failed = [&](const std::string& where, const std::exception& e) {
     log.line("E", where, error_kind(e), now_us(), e.what());
-    if (++consecutive_errors >= 5) {
+    if (consecutive_errors++ == 0) first_error_us = now_us();
+    // The library reconnects by itself; a new client only when errors persist for 15 s.
+    if (consecutive_errors >= 5 && now_us() - first_error_us > 15'000'000) {
       log.line("C", now_us());  // recreate the client
       c.reset();
       c = connect_retry(url, &log);
       consecutive_errors = 0;
     }
-    std::this_thread::sleep_for(50ms);
+    std::this_thread::sleep_for(100ms);
   };
 
   while (!g_stop.load() && c) {
@@ -309,7 +312,7 @@ int run_lock(const args& a) {
     log.line("A", name, token, holder, t_req, now_us());
 
     // The critical section: mostly short, sometimes longer than a renewal period.
-    long long hold_ms = pick(0, 99) < 10 ? pick(ttl.count(), ttl.count() * 3 / 2) : pick(5, ttl.count() / 5);
+    long long hold_ms = pick(0, 99) < 5 ? pick(ttl.count(), ttl.count() * 3 / 2) : pick(5, ttl.count() / 5);
     std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
 
     // The fenced write: applies only when our token is >= the highest already applied.
@@ -375,6 +378,7 @@ int run_inventory(const args& a) {
   const std::string insert = "INSERT INTO " + sales_table(prefix, strategy) + " (worker, n) VALUES (?, ?)";
   std::int64_t n = 0;
   int errors = 0;
+  long long first_error_us = 0;
   while (!g_stop.load() && c) {
     bool sold = false;
     bool out = false;
@@ -423,7 +427,8 @@ int run_inventory(const args& a) {
       errors = 0;
     } catch (const std::exception& e) {
       log.line("E", "sell", error_kind(e), now_us(), e.what());
-      if (++errors >= 5) {
+      if (errors++ == 0) first_error_us = now_us();
+      if (errors >= 5 && now_us() - first_error_us > 15'000'000) {
         c.reset();
         c = connect_retry(url, &log);
         errors = 0;

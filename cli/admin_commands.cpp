@@ -72,9 +72,8 @@ int run_release(const common_options& common, const release_options& options) {
       return exit_code::ok;
     }
     if (before && before->holder.size() > 0) {
-      std::printf("released '%s' (was held by '%s', fence %lld)\n",
-                  printable(options.name).c_str(), printable(before->holder).c_str(),
-                  static_cast<long long>(before->fencing_token));
+      std::printf("released '%s' (was held by '%s', fence %lld)\n", printable(options.name).c_str(),
+                  printable(before->holder).c_str(), static_cast<long long>(before->fencing_token));
     } else {
       std::printf("released '%s'\n", printable(options.name).c_str());
     }

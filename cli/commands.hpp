@@ -13,12 +13,12 @@ namespace sqllock_cli {
 /// Exit codes (sysexits.h values where the contract names them). `run` otherwise exits with CMD's code.
 namespace exit_code {
 inline constexpr int ok = 0;
-inline constexpr int failure = 1;         ///< an error outside the contract's cases
-inline constexpr int usage = 64;          ///< EX_USAGE: bad flag, duration, name or URL
-inline constexpr int unavailable = 69;    ///< EX_UNAVAILABLE: database unreachable or schema missing
-inline constexpr int software = 70;       ///< EX_SOFTWARE: an unexpected internal error
-inline constexpr int not_acquired = 75;   ///< EX_TEMPFAIL: lock not acquired within --wait
-inline constexpr int lease_lost = 76;     ///< the lease was lost while CMD ran
+inline constexpr int failure = 1;        ///< an error outside the contract's cases
+inline constexpr int usage = 64;         ///< EX_USAGE: bad flag, duration, name or URL
+inline constexpr int unavailable = 69;   ///< EX_UNAVAILABLE: database unreachable or schema missing
+inline constexpr int software = 70;      ///< EX_SOFTWARE: an unexpected internal error
+inline constexpr int not_acquired = 75;  ///< EX_TEMPFAIL: lock not acquired within --wait
+inline constexpr int lease_lost = 76;    ///< the lease was lost while CMD ran
 inline constexpr int cannot_execute = 126;
 inline constexpr int command_not_found = 127;
 }  // namespace exit_code

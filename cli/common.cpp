@@ -28,21 +28,26 @@ sqllock::client_options make_client_options(const common_options& common) {
   options.log = [verbosity](sqllock::log_level level, std::string_view message) {
     const char* label = nullptr;
     switch (level) {
-      case sqllock::log_level::error: label = "error"; break;
-      case sqllock::log_level::warning: label = "warning"; break;
-      case sqllock::log_level::info: label = verbosity >= 1 ? "info" : nullptr; break;
-      case sqllock::log_level::debug: label = verbosity >= 1 ? "debug" : nullptr; break;
+      case sqllock::log_level::error:
+        label = "error";
+        break;
+      case sqllock::log_level::warning:
+        label = "warning";
+        break;
+      case sqllock::log_level::info:
+        label = verbosity >= 1 ? "info" : nullptr;
+        break;
+      case sqllock::log_level::debug:
+        label = verbosity >= 1 ? "debug" : nullptr;
+        break;
     }
     if (label == nullptr) return;
-    std::fprintf(stderr, "sqllock: %s: %.*s\n", label, static_cast<int>(message.size()),
-                 message.data());
+    std::fprintf(stderr, "sqllock: %s: %.*s\n", label, static_cast<int>(message.size()), message.data());
   };
   return options;
 }
 
-std::string checked_redacted_url(const std::string& url) {
-  return sqllock::parse_url(url).redacted();
-}
+std::string checked_redacted_url(const std::string& url) { return sqllock::parse_url(url).redacted(); }
 
 int report_exception(const std::string& redacted_url) {
   // Messages from the library never contain bound values or passwords (the contract); ours only

@@ -31,10 +31,11 @@ std::chrono::milliseconds duration_flag(const char* flag, const std::string& tex
 }
 
 int main_impl(int argc, char** argv) {
-  CLI::App app{"sqllock: distributed locks on PostgreSQL, MySQL/MariaDB and SQLite.\n"
-               "The URL comes from --url, else $SQLLOCK_URL, else sqlite:sqllock.db.\n"
-               "Durations are written 500ms, 30s, 5m, 1h.",
-               "sqllock"};
+  CLI::App app{
+      "sqllock: distributed locks on PostgreSQL, MySQL/MariaDB and SQLite.\n"
+      "The URL comes from --url, else $SQLLOCK_URL, else sqlite:sqllock.db.\n"
+      "Durations are written 500ms, 30s, 5m, 1h.",
+      "sqllock"};
   app.set_version_flag("--version", std::string("sqllock ") + SQLLOCK_VERSION_STRING);
   app.require_subcommand(1, 1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
@@ -54,8 +55,7 @@ int main_impl(int argc, char** argv) {
 
   // migrate
   migrate_options migrate;
-  CLI::App* migrate_cmd =
-      app.add_subcommand("migrate", "create or upgrade the lock tables (idempotent)");
+  CLI::App* migrate_cmd = app.add_subcommand("migrate", "create or upgrade the lock tables (idempotent)");
   add_common(migrate_cmd);
 
   // run
@@ -64,17 +64,15 @@ int main_impl(int argc, char** argv) {
   std::string wait_text = "0s";
   std::string grace_text = "10s";
   std::string holder_text;
-  CLI::App* run_cmd = app.add_subcommand(
-      "run", "acquire NAME, run CMD with the lease renewed, release when CMD ends; exits with "
-             "CMD's code (75 not acquired, 76 lease lost, 64 usage, 69 database)");
+  CLI::App* run_cmd =
+      app.add_subcommand("run",
+                         "acquire NAME, run CMD with the lease renewed, release when CMD ends; exits with "
+                         "CMD's code (75 not acquired, 76 lease lost, 64 usage, 69 database)");
   add_common(run_cmd);
   run_cmd->add_option("--name", run.name, "lock name (1..255 bytes of UTF-8)")->required();
-  run_cmd->add_option("--ttl", ttl_text, "lease duration, renewed at about a third of it")
-      ->capture_default_str();
-  run_cmd->add_option("--wait", wait_text, "how long to wait for the lock (0s: one try)")
-      ->capture_default_str();
-  run_cmd->add_option("--grace", grace_text,
-                      "after a lost lease: time between SIGTERM and SIGKILL to CMD")
+  run_cmd->add_option("--ttl", ttl_text, "lease duration, renewed at about a third of it")->capture_default_str();
+  run_cmd->add_option("--wait", wait_text, "how long to wait for the lock (0s: one try)")->capture_default_str();
+  run_cmd->add_option("--grace", grace_text, "after a lost lease: time between SIGTERM and SIGKILL to CMD")
       ->capture_default_str();
   CLI::Option* holder_opt =
       run_cmd->add_option("--holder", holder_text, "holder id to store (default host:pid:random)");
@@ -89,9 +87,9 @@ int main_impl(int argc, char** argv) {
 
   // release
   release_options release;
-  CLI::App* release_cmd =
-      app.add_subcommand("release", "administrative release of a stuck lock (needs --force); "
-                                    "exits 0 also when the lock was not held (prints \"not held\")");
+  CLI::App* release_cmd = app.add_subcommand("release",
+                                             "administrative release of a stuck lock (needs --force); "
+                                             "exits 0 also when the lock was not held (prints \"not held\")");
   add_common(release_cmd);
   release_cmd->add_option("--name", release.name, "lock name")->required();
   release_cmd->add_flag("--force", release.force, "really free the lock, whoever holds it");

@@ -73,13 +73,27 @@ std::string json_string(std::string_view text) {
       continue;
     }
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20 || c == 0x7F) {
           out += hex_escape("\\u", c, 4);
@@ -158,8 +172,8 @@ std::string locks_table(const std::vector<sqllock::lock_info>& locks) {
   std::vector<row> rows;
   rows.push_back({"NAME", "HOLDER", "FENCE", "TIME LEFT"});
   for (const auto& l : locks) {
-    rows.push_back({printable(l.name), printable(l.holder), std::to_string(l.fencing_token),
-                    human_duration(l.time_left)});
+    rows.push_back(
+        {printable(l.name), printable(l.holder), std::to_string(l.fencing_token), human_duration(l.time_left)});
   }
   std::array<std::size_t, 4> widths{};
   for (const auto& r : rows) {

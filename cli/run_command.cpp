@@ -228,8 +228,7 @@ struct started_child {
 
 /// fork + exec CMD in a new process group. Between fork and exec the child (of a multi-threaded
 /// parent) only makes async-signal-safe calls; everything is prepared before the fork.
-started_child start_child(std::vector<std::string> command, std::vector<std::string> environment,
-                          bool take_terminal) {
+started_child start_child(std::vector<std::string> command, std::vector<std::string> environment, bool take_terminal) {
   auto argv = c_strings(command);
   auto envp = c_strings(environment);
   int status_pipe[2];
@@ -264,8 +263,7 @@ started_child start_child(std::vector<std::string> command, std::vector<std::str
     ::execvpe(argv[0], argv.data(), envp.data());
     const int err = errno;
     [[maybe_unused]] const ssize_t n = ::write(status_pipe[1], &err, sizeof err);
-    ::_exit(err == ENOENT || err == ENOTDIR ? exit_code::command_not_found
-                                            : exit_code::cannot_execute);
+    ::_exit(err == ENOENT || err == ENOTDIR ? exit_code::command_not_found : exit_code::cannot_execute);
   }
   const int fork_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
@@ -308,8 +306,7 @@ int run_run(const common_options& common, const run_options& options) {
       try {
         sqllock::validate_lock_name(*options.holder);
       } catch (const sqllock::invalid_argument&) {
-        throw sqllock::invalid_argument(
-            "--holder: a holder id must be 1 to 255 bytes of UTF-8 without NUL");
+        throw sqllock::invalid_argument("--holder: a holder id must be 1 to 255 bytes of UTF-8 without NUL");
       }
     }
   } catch (...) {
@@ -322,8 +319,7 @@ int run_run(const common_options& common, const run_options& options) {
 
   // Before the library opens anything: what CMD may inherit.
   const std::set<int> inherited_fds = open_descriptors();
-  const bool take_terminal =
-      ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+  const bool take_terminal = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
 
   wake_pipe pipe;
   signal_handlers handlers(take_terminal);
@@ -370,13 +366,12 @@ int run_run(const common_options& common, const run_options& options) {
       try {
         guard.emplace(client.acquire_for(options.name, options.wait, lease, cancel.get_token()));
       } catch (const sqllock::acquire_timeout& e) {
-        std::string who = e.holder().empty() ? std::string("an unknown holder")
-                                             : "'" + printable(e.holder()) + "'";
+        std::string who = e.holder().empty() ? std::string("an unknown holder") : "'" + printable(e.holder()) + "'";
         const std::string held = "held by " + who + " for another " + human_duration(e.time_left());
         print_error(options.wait.count() == 0
                         ? "lock '" + printable(options.name) + "' is busy: " + held + " (--wait 0s)"
-                        : "lock '" + printable(options.name) + "' not acquired within " +
-                              human_duration(options.wait) + ": " + held);
+                        : "lock '" + printable(options.name) + "' not acquired within " + human_duration(options.wait) +
+                              ": " + held);
         return exit_code::not_acquired;
       } catch (const sqllock::cancelled&) {
         const int signo = pending_signal.load();
@@ -396,14 +391,13 @@ int run_run(const common_options& common, const run_options& options) {
       return 128 + signo;
     }
     if (common.verbosity >= 1) {
-      print_error("acquired '" + printable(options.name) + "' as '" + printable(guard->holder_id()) +
-                  "', fence " + std::to_string(guard->fencing_token()));
+      print_error("acquired '" + printable(options.name) + "' as '" + printable(guard->holder_id()) + "', fence " +
+                  std::to_string(guard->fencing_token()));
     }
 
     std::fflush(nullptr);
     mark_close_on_exec_except(inherited_fds);
-    const started_child child =
-        start_child(options.command, child_environment(*guard), take_terminal);
+    const started_child child = start_child(options.command, child_environment(*guard), take_terminal);
     if (child.exec_errno != 0) {
       int status = 0;
       while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
@@ -415,9 +409,8 @@ int run_run(const common_options& common, const run_options& options) {
       } catch (const sqllock::error& e) {
         print_error(std::string("release failed: ") + e.what());
       }
-      return child.exec_errno == ENOENT || child.exec_errno == ENOTDIR
-                 ? exit_code::command_not_found
-                 : exit_code::cannot_execute;
+      return child.exec_errno == ENOENT || child.exec_errno == ENOTDIR ? exit_code::command_not_found
+                                                                       : exit_code::cannot_execute;
     }
 
     // The waiting loop: reap CMD, forward signals, enforce loss.
@@ -441,10 +434,8 @@ int run_run(const common_options& common, const run_options& options) {
         break;
       }
       if (lost.load() && !term_sent) {
-        print_error("lease on '" + printable(options.name) + "' (fence " +
-                    std::to_string(guard->fencing_token()) +
-                    ") was lost: sending SIGTERM to the command, SIGKILL in " +
-                    human_duration(options.grace));
+        print_error("lease on '" + printable(options.name) + "' (fence " + std::to_string(guard->fencing_token()) +
+                    ") was lost: sending SIGTERM to the command, SIGKILL in " + human_duration(options.grace));
         ::kill(-child.pid, SIGTERM);
         ::kill(-child.pid, SIGCONT);  // a stopped CMD must be able to act on it
         term_sent = true;

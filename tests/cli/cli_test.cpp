@@ -152,14 +152,30 @@ class json_reader {
       if (i_ >= s_.size()) fail("dangling backslash");
       const char e = s_[i_++];
       switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
+        case '"':
+          out += '"';
+          break;
+        case '\\':
+          out += '\\';
+          break;
+        case '/':
+          out += '/';
+          break;
+        case 'b':
+          out += '\b';
+          break;
+        case 'f':
+          out += '\f';
+          break;
+        case 'n':
+          out += '\n';
+          break;
+        case 'r':
+          out += '\r';
+          break;
+        case 't':
+          out += '\t';
+          break;
         case 'u': {
           unsigned cp = hex4();
           if (cp >= 0xD800 && cp < 0xDC00) {
@@ -171,7 +187,8 @@ class json_reader {
           append_utf8(out, cp);
           break;
         }
-        default: fail("bad escape");
+        default:
+          fail("bad escape");
       }
     }
   }
@@ -229,8 +246,7 @@ class cli : public ::testing::Test {
   process_result sqllock(std::vector<std::string> args, process_options options = {}) {
     return run_process(with_binary(std::move(args)), options);
   }
-  std::unique_ptr<background_process> start(std::vector<std::string> args,
-                                            process_options options = {}) {
+  std::unique_ptr<background_process> start(std::vector<std::string> args, process_options options = {}) {
     return std::make_unique<background_process>(with_binary(std::move(args)), options);
   }
   /// `run` on this test's database; `extra` goes before `--`.
@@ -334,14 +350,13 @@ TEST_F(cli, release_without_force_changes_nothing) {
 
 TEST_F(cli, password_never_printed) {
   const std::string secret = "s3cr3t-pw";
-  for (const std::string& url : {"postgresql://alice:" + secret + "@127.0.0.1:1/db?connect_timeout=1",
-                                "mysql://alice:" + secret + "@127.0.0.1:1/db",
-                                "postgresql://alice:" + secret + "@[bad"}) {
-    for (const auto& args : std::vector<std::vector<std::string>>{
-             {"status", "--url", url},
-             {"migrate", "--url", url},
-             {"release", "--url", url, "--name", "x", "--force"},
-             {"run", "--url", url, "--name", "x", "--", "true"}}) {
+  for (const std::string& url :
+       {"postgresql://alice:" + secret + "@127.0.0.1:1/db?connect_timeout=1",
+        "mysql://alice:" + secret + "@127.0.0.1:1/db", "postgresql://alice:" + secret + "@[bad"}) {
+    for (const auto& args : std::vector<std::vector<std::string>>{{"status", "--url", url},
+                                                                  {"migrate", "--url", url},
+                                                                  {"release", "--url", url, "--name", "x", "--force"},
+                                                                  {"run", "--url", url, "--name", "x", "--", "true"}}) {
       const auto r = sqllock(args);
       EXPECT_TRUE(r.exit_code == 64 || r.exit_code == 69) << r.exit_code << " " << r.err;
       EXPECT_EQ(r.out.find(secret), std::string::npos) << r.out;
@@ -358,10 +373,9 @@ TEST_F(cli, password_never_printed) {
 
 TEST_F(cli_unmigrated, schema_missing_exits_69_and_says_migrate) {
   const std::string marker = path("ran");
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"status", "--url", url_},
-           {"release", "--url", url_, "--name", "x", "--force"},
-           run_args("job", {}, "touch " + marker)}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"status", "--url", url_},
+                                                                {"release", "--url", url_, "--name", "x", "--force"},
+                                                                run_args("job", {}, "touch " + marker)}) {
     const auto r = sqllock(args);
     EXPECT_EQ(r.exit_code, 69) << args[0] << ": " << r.err;
     EXPECT_NE(r.err.find("sqllock migrate"), std::string::npos) << r.err;
@@ -375,9 +389,7 @@ TEST_F(cli_unmigrated, schema_missing_exits_69_and_says_migrate) {
 TEST_F(cli_unmigrated, unreachable_database_exits_69) {
   const std::string url = "sqlite:" + dir_ + "/no/such/dir/locks.db";
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {"migrate", "--url", url},
-           {"status", "--url", url},
-           {"run", "--url", url, "--name", "x", "--", "true"}}) {
+           {"migrate", "--url", url}, {"status", "--url", url}, {"run", "--url", url, "--name", "x", "--", "true"}}) {
     const auto r = sqllock(args);
     EXPECT_EQ(r.exit_code, 69) << args[0] << ": " << r.err;
     EXPECT_FALSE(r.err.empty());
@@ -391,10 +403,9 @@ TEST_F(cli_unmigrated, unusable_database_file_exits_69) {
     std::ofstream garbage(dir_ + "/locks.db");
     garbage << std::string(4096, 'z');
   }
-  for (const auto& args : std::vector<std::vector<std::string>>{
-           {"migrate", "--url", url_},
-           {"status", "--url", url_},
-           {"run", "--url", url_, "--name", "x", "--", "true"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{"migrate", "--url", url_},
+                                                                {"status", "--url", url_},
+                                                                {"run", "--url", url_, "--name", "x", "--", "true"}}) {
     const auto r = sqllock(args);
     EXPECT_EQ(r.exit_code, 69) << args[0] << ": " << r.err;
   }
@@ -466,18 +477,17 @@ TEST_F(cli, run_exec_failures_exit_127_and_126) {
 }
 
 TEST_F(cli, run_sets_fence_and_holder_in_environment) {
-  auto r = sqllock(run_args("job", {"--holder", "job-42"},
-                            "echo \"$SQLLOCK_FENCE\" > " + path("fence") + "; echo \"$SQLLOCK_HOLDER\" > " +
-                                path("holder")));
+  auto r = sqllock(
+      run_args("job", {"--holder", "job-42"},
+               "echo \"$SQLLOCK_FENCE\" > " + path("fence") + "; echo \"$SQLLOCK_HOLDER\" > " + path("holder")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(trimmed_file("holder"), "job-42");
   const long long fence = std::stoll(trimmed_file("fence"));
   EXPECT_GE(fence, 1);
 
   // Without --holder: a generated, non-empty id; and the next acquisition gets a larger fence.
-  r = sqllock(run_args("job", {},
-                       "echo \"$SQLLOCK_FENCE\" > " + path("fence2") + "; echo \"$SQLLOCK_HOLDER\" > " +
-                           path("holder2")));
+  r = sqllock(run_args(
+      "job", {}, "echo \"$SQLLOCK_FENCE\" > " + path("fence2") + "; echo \"$SQLLOCK_HOLDER\" > " + path("holder2")));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_FALSE(trimmed_file("holder2").empty());
   EXPECT_NE(trimmed_file("holder2"), "job-42");
@@ -485,9 +495,9 @@ TEST_F(cli, run_sets_fence_and_holder_in_environment) {
 }
 
 TEST_F(cli, inherited_values_of_fence_variables_are_replaced) {
-  const auto r = sqllock(run_args("job", {"--holder", "real"},
-                                  "echo \"$SQLLOCK_FENCE $SQLLOCK_HOLDER\" > " + path("env")),
-                         with_env({{"SQLLOCK_FENCE", "999999"}, {"SQLLOCK_HOLDER", "fake"}}));
+  const auto r =
+      sqllock(run_args("job", {"--holder", "real"}, "echo \"$SQLLOCK_FENCE $SQLLOCK_HOLDER\" > " + path("env")),
+              with_env({{"SQLLOCK_FENCE", "999999"}, {"SQLLOCK_HOLDER", "fake"}}));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string env = trimmed_file("env");
   EXPECT_EQ(env.find("999999"), std::string::npos) << env;
@@ -498,8 +508,8 @@ TEST_F(cli, inherited_values_of_fence_variables_are_replaced) {
 // run: contention, waiting (75) and fences.
 
 TEST_F(cli, busy_lock_exits_75_naming_the_holder) {
-  auto holder = start(run_args("job", {"--holder", "alice-holder", "--ttl", "20s"},
-                               "echo x > " + path("held") + "; exec sleep 30"));
+  auto holder = start(
+      run_args("job", {"--holder", "alice-holder", "--ttl", "20s"}, "echo x > " + path("held") + "; exec sleep 30"));
   ASSERT_TRUE(wait_for_file(path("held")));
 
   auto r = sqllock(run_args("job", {"--wait", "0s"}, "touch " + path("second-ran")));
@@ -518,13 +528,13 @@ TEST_F(cli, busy_lock_exits_75_naming_the_holder) {
 }
 
 TEST_F(cli, second_run_waits_then_gets_a_larger_fence) {
-  auto first = start(run_args("job", {"--holder", "first"},
-                              "echo $SQLLOCK_FENCE > " + path("first.tmp") + "; mv " + path("first.tmp") +
-                                  " " + path("first") + "; sleep 1"));
+  auto first = start(run_args(
+      "job", {"--holder", "first"},
+      "echo $SQLLOCK_FENCE > " + path("first.tmp") + "; mv " + path("first.tmp") + " " + path("first") + "; sleep 1"));
   ASSERT_TRUE(wait_for_file(path("first")));
   const auto started = std::chrono::steady_clock::now();
-  const auto r = sqllock(run_args("job", {"--holder", "second", "--wait", "20s"},
-                                  "echo $SQLLOCK_FENCE > " + path("second")));
+  const auto r =
+      sqllock(run_args("job", {"--holder", "second", "--wait", "20s"}, "echo $SQLLOCK_FENCE > " + path("second")));
   const auto waited = std::chrono::steady_clock::now() - started;
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(first->wait().exit_code, 0);
@@ -542,11 +552,10 @@ TEST_F(cli, concurrent_runs_exclude_each_other) {
   constexpr int rounds = 2;
   std::vector<std::unique_ptr<background_process>> procs;
   for (int i = 0; i < processes; ++i) {
-    const std::string loop = "for i in $(seq " + std::to_string(rounds) + "); do " +
-                             cli_path() + " run --url " + url_ + " --name shared --wait 60s --ttl 5s -- /bin/sh -c '" +
-                             script + "' || exit 1; done";
-    procs.push_back(std::make_unique<background_process>(
-        std::vector<std::string>{"/bin/sh", "-c", loop}, process_options{}));
+    const std::string loop = "for i in $(seq " + std::to_string(rounds) + "); do " + cli_path() + " run --url " + url_ +
+                             " --name shared --wait 60s --ttl 5s -- /bin/sh -c '" + script + "' || exit 1; done";
+    procs.push_back(
+        std::make_unique<background_process>(std::vector<std::string>{"/bin/sh", "-c", loop}, process_options{}));
   }
   for (auto& p : procs) {
     const auto r = p->wait(60s);
@@ -568,8 +577,8 @@ TEST_F(cli, concurrent_runs_exclude_each_other) {
 
 TEST_F(cli, sigterm_is_forwarded_and_the_lock_released_after) {
   auto p = start(run_args("job", {"--holder", "graceful"},
-                          "trap 'echo got-term > " + path("term") + "; exit 3' TERM; echo x > " +
-                              path("started") + "; while :; do sleep 0.05; done"));
+                          "trap 'echo got-term > " + path("term") + "; exit 3' TERM; echo x > " + path("started") +
+                              "; while :; do sleep 0.05; done"));
   ASSERT_TRUE(wait_for_file(path("started")));
   ASSERT_EQ(status_json().items.size(), 1u);
   ::kill(p->pid(), SIGTERM);
@@ -669,8 +678,7 @@ TEST_F(cli, command_inherits_no_descriptor_of_the_library) {
   EXPECT_EQ(r.out.find(dir_), std::string::npos) << r.out;
   // Only stdout and stderr point at the helper's output files.
   std::size_t helper_files = 0;
-  for (auto at = r.out.find("sqllock-cli-test"); at != std::string::npos;
-       at = r.out.find("sqllock-cli-test", at + 1)) {
+  for (auto at = r.out.find("sqllock-cli-test"); at != std::string::npos; at = r.out.find("sqllock-cli-test", at + 1)) {
     ++helper_files;
   }
   EXPECT_EQ(helper_files, 2u) << r.out;
@@ -682,7 +690,9 @@ TEST_F(cli, sighup_is_forwarded_unless_ignored_at_start) {
   EXPECT_EQ(r.exit_code, 128 + SIGHUP) << r.err;
   EXPECT_FALSE(file_exists(path("plain")));
   // Ignored when sqllock starts (nohup): it stays ignored for sqllock and CMD alike.
-  const std::string inner = cli_path() + " run --url " + url_ + " --name job -- /bin/sh -c 'kill -HUP $PPID; kill -HUP $$; sleep 0.2; echo survived > " + path("nohup") + "'";
+  const std::string inner = cli_path() + " run --url " + url_ +
+                            " --name job -- /bin/sh -c 'kill -HUP $PPID; kill -HUP $$; sleep 0.2; echo survived > " +
+                            path("nohup") + "'";
   r = run_process({"/bin/sh", "-c", "trap '' HUP; exec " + inner});
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(trimmed_file("nohup"), "survived");
@@ -704,10 +714,12 @@ TEST_F(cli, interactive_command_gets_the_terminal) {
 TEST_F(cli, ctrl_c_on_the_terminal_reaches_the_command_once) {
   write_file("cmd.sh", "trap 'echo int >> " + path("ints") + "; exit 5' INT\necho x > " + path("started") +
                            "\nwhile :; do sleep 0.05; done\n");
-  const std::string inner = cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh") +
-                            "; echo $? > " + path("rc");
+  const std::string inner =
+      cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh") + "; echo $? > " + path("rc");
   // Type Ctrl-C on the terminal once CMD runs; keep the terminal open a little longer.
-  write_file("outer.sh", "(while [ ! -s " + path("started") + " ]; do sleep 0.05; done; printf '\\003'; sleep 1) | script -qec '" + inner + "' /dev/null\n");
+  write_file("outer.sh", "(while [ ! -s " + path("started") +
+                             " ]; do sleep 0.05; done; printf '\\003'; sleep 1) | script -qec '" + inner +
+                             "' /dev/null\n");
   const auto r = run_process({"/bin/sh", path("outer.sh")});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(trimmed_file("ints"), "int") << "exactly one SIGINT, delivered by the terminal";
@@ -724,14 +736,24 @@ TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
   const std::string status = cli_path() + " status --url " + url_ + " --json";
   write_file("feed.sh",
              "sleep 0.3\n"
-             "printf '%s\\n' '" + run + "'\n"
-             "while [ ! -s " + path("started") + " ]; do sleep 0.05; done\n"
-             "sleep 0.2; printf '\\032'; sleep 0.5\n"
-             "printf '%s\\n' 'jobs > " + path("jobs") + "; " + status + " > " + path("status") + "'\n"
-             "sleep 0.5; printf 'fg; echo $? > " + path("rc") + "\\n'\n"
-             "sleep 0.5; printf '\\003'\n"
-             "while [ ! -s " + path("rc") + " ]; do sleep 0.05; done\n"
-             "printf 'exit\\n'; sleep 0.2\n");
+             "printf '%s\\n' '" +
+                 run +
+                 "'\n"
+                 "while [ ! -s " +
+                 path("started") +
+                 " ]; do sleep 0.05; done\n"
+                 "sleep 0.2; printf '\\032'; sleep 0.5\n"
+                 "printf '%s\\n' 'jobs > " +
+                 path("jobs") + "; " + status + " > " + path("status") +
+                 "'\n"
+                 "sleep 0.5; printf 'fg; echo $? > " +
+                 path("rc") +
+                 "\\n'\n"
+                 "sleep 0.5; printf '\\003'\n"
+                 "while [ ! -s " +
+                 path("rc") +
+                 " ]; do sleep 0.05; done\n"
+                 "printf 'exit\\n'; sleep 0.2\n");
   const auto r = run_process(
       {"/bin/sh", "-c", "/bin/sh " + path("feed.sh") + " | script -qec 'bash --norc --noprofile -i' /dev/null"});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -20,8 +20,8 @@ TEST(format, json_string_keeps_utf8_and_replaces_invalid_bytes) {
   EXPECT_EQ(json_string("d\xc3\xa9j\xc3\xa0 \xe2\x88\x86 \xf0\x9f\x94\x92"),
             "\"d\xc3\xa9j\xc3\xa0 \xe2\x88\x86 \xf0\x9f\x94\x92\"");
   EXPECT_EQ(json_string("\xff"), "\"\\ufffd\"");
-  EXPECT_EQ(json_string("\xc3"), "\"\\ufffd\"");              // truncated sequence
-  EXPECT_EQ(json_string("\xc0\xaf"), "\"\\ufffd\\ufffd\"");    // overlong
+  EXPECT_EQ(json_string("\xc3"), "\"\\ufffd\"");                        // truncated sequence
+  EXPECT_EQ(json_string("\xc0\xaf"), "\"\\ufffd\\ufffd\"");             // overlong
   EXPECT_EQ(json_string("\xed\xa0\x80"), "\"\\ufffd\\ufffd\\ufffd\"");  // surrogate
 }
 

@@ -22,16 +22,14 @@ namespace {
 std::atomic<int> output_counter{0};
 
 std::string temp_output_path(const char* kind) {
-  return "/tmp/sqllock-cli-test-" + std::to_string(::getpid()) + "-" +
-         std::to_string(output_counter++) + "." + kind;
+  return "/tmp/sqllock-cli-test-" + std::to_string(::getpid()) + "-" + std::to_string(output_counter++) + "." + kind;
 }
 
 }  // namespace
 
 std::string cli_path() { return SQLLOCK_CLI_PATH; }
 
-background_process::background_process(const std::vector<std::string>& argv,
-                                       const process_options& options)
+background_process::background_process(const std::vector<std::string>& argv, const process_options& options)
     : out_path_(temp_output_path("out")), err_path_(temp_output_path("err")) {
   std::vector<std::string> args = argv;
   std::vector<char*> cargv;
@@ -82,8 +80,7 @@ process_result background_process::wait(std::chrono::milliseconds timeout) {
     const pid_t r = ::waitpid(pid_, &status, WNOHANG);
     if (r == pid_) break;
     if (std::chrono::steady_clock::now() >= deadline) {
-      ADD_FAILURE() << "process " << pid_ << " still running after " << timeout.count()
-                    << " ms; killing it";
+      ADD_FAILURE() << "process " << pid_ << " still running after " << timeout.count() << " ms; killing it";
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, &status, 0);
       break;
@@ -91,8 +88,7 @@ process_result background_process::wait(std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   reaped_ = true;
-  result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::steady_clock::now() - started_);
+  result.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_);
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) result.exit_code = 128 + WTERMSIG(status);
   result.out = read_file(out_path_);

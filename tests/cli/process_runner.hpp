@@ -55,7 +55,6 @@ std::string cli_path();
 std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);
 /// Wait until `path` exists and is non-empty; false at the timeout.
-bool wait_for_file(const std::string& path,
-                   std::chrono::milliseconds timeout = std::chrono::milliseconds{10000});
+bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout = std::chrono::milliseconds{10000});
 
 }  // namespace cli_test

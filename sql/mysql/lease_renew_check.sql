@@ -3,8 +3,8 @@
 SELECT r.i
 FROM JSON_TABLE(?, '$[*]' COLUMNS (
        i BIGINT PATH '$.i',
-       n VARBINARY(255) PATH '$.n',
-       h VARBINARY(512) PATH '$.h',
+       n VARCHAR(510) PATH '$.n',
+       h VARCHAR(1024) PATH '$.h',
        t BIGINT PATH '$.t')) AS r
-JOIN {{locks}} AS l ON l.name = r.n AND l.holder_id = r.h AND l.token = r.t
+JOIN {{locks}} AS l ON l.name = UNHEX(r.n) AND l.holder_id = UNHEX(r.h) AND l.token = r.t
 WHERE l.hold_count > 0

@@ -72,6 +72,15 @@ void require_supported(const server_traits& t) {
   }
 }
 
+/// Lower-case hex of arbitrary bytes (names and holders travel through JSON as hex).
+void append_hex(std::string& out, std::string_view bytes) {
+  static const char digits[] = "0123456789abcdef";
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 0xF];
+  }
+}
+
 lock_info row_to_info(const result_row& r) {
   lock_info info;
   info.name = r[0].value_or("");
@@ -167,11 +176,11 @@ class mysql_backend final : public backend {
     for (std::size_t i = 0; i < items.size(); ++i) {
       const renew_item& it = items[i];
       if (i) json += ',';
-      json += "{\"i\":" + std::to_string(i) + ",\"n\":";
-      append_json_string(json, it.name);
-      json += ",\"h\":";
-      append_json_string(json, it.holder);
-      json += ",\"t\":" + std::to_string(it.token) +
+      json += "{\"i\":" + std::to_string(i) + ",\"n\":\"";
+      append_hex(json, it.name);
+      json += "\",\"h\":\"";
+      append_hex(json, it.holder);
+      json += "\",\"t\":" + std::to_string(it.token) +
               ",\"us\":" + std::to_string(static_cast<std::int64_t>(it.ttl.count()) * 1000) + "}";
       distinct = names.insert(it.name).second && distinct;
     }

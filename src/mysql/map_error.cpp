@@ -1,4 +1,4 @@
-// The MySQL backend's one error-mapping function, plus small text helpers (redaction, JSON, splitting).
+// The MySQL backend's one error-mapping function, plus small text helpers (redaction, splitting).
 #include <cppconn/exception.h>
 
 #include "core/backend.hpp"
@@ -157,30 +157,6 @@ std::vector<std::string> split_statements(std::string_view text) {
   }
   flush();
   return out;
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      default:
-        if (c < 0x20) {
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 0xF];
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
 }
 
 }  // namespace sqllock::detail::mysql

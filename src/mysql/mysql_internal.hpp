@@ -138,7 +138,5 @@ std::chrono::milliseconds floor_ms(std::int64_t us) noexcept;
 /// Split a migration file into statements at `;` ending a line (outside quotes).
 std::vector<std::string> split_statements(std::string_view text);
 
-/// A JSON string literal for a UTF-8 string (quotes, backslashes and control characters escaped).
-void append_json_string(std::string& out, std::string_view s);
 
 }  // namespace sqllock::detail::mysql

@@ -134,7 +134,9 @@ class mysql_session final : public session {
       }
       // Not applied: read the current version with a locking read (the latest committed version,
       // not this transaction's snapshot).
-      const std::string read = "SELECT " + version + " FROM " + table + where + " LOCK IN SHARE MODE";
+      // MariaDB spells it LOCK IN SHARE MODE; MySQL 8 deprecates that for FOR SHARE.
+      const std::string read = "SELECT " + version + " FROM " + table + where +
+                               (conn_->traits().mariadb ? " LOCK IN SHARE MODE" : " FOR SHARE");
       result_rows rows = conn_->query(read, key_params, "cas");
       if (rows.empty()) return cas_result{cas_result::status::missing, 0};
       const auto& v = rows[0][0];

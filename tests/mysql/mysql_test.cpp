@@ -539,8 +539,15 @@ TEST(MysqlRenew, BatchedRenewalKeepsLeasesWithAwkwardNames) {
     ASSERT_TRUE(g) << n;
     guards.push_back(std::move(*g));
   }
+  // A holder id that is not even UTF-8 (bytes are bytes) renews as well.
+  auto odd = make_client({.holder_id = std::string("odd\xff\xfe\"holder\\"),
+                          .scope = sqllock::holder_scope::per_client});
+  auto odd_guard = odd.try_acquire(base + "_odd", {.ttl = 600ms});
+  ASSERT_TRUE(odd_guard);
   std::this_thread::sleep_for(1500ms);
   for (auto& g : guards) EXPECT_FALSE(g.lost()) << g.name();
+  EXPECT_FALSE(odd_guard->lost());
+  EXPECT_EQ(odd.inspect(base + "_odd")->holder, std::string("odd\xff\xfe\"holder\\"));
   auto other = make_client();
   for (const auto& n : names) EXPECT_FALSE(other.try_acquire(n)) << n;
 }

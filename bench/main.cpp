@@ -1,6 +1,7 @@
 // sqllock_bench: runs the scenarios for one backend, prints its Markdown table, writes its JSON.
 //
-//   sqllock_bench run --backend postgresql --url URL [--admin-url URL] [--quick] --out DIR [--only 1,3]
+//   sqllock_bench run --backend postgresql --url URL [--admin-url URL] [--quick] --out DIR [--only 1,3] [--stock N]
+//   sqllock_bench backends           (the backends built in)
 //   sqllock_bench child ROLE ...     (internal: the other processes of scenarios 2, 3 and 5)
 //
 // Exit status: 0 when every scenario ran and no correctness check failed (missed speed targets
@@ -18,7 +19,7 @@ namespace {
 
 int usage() {
   std::cerr << "usage: sqllock_bench run --backend sqlite|postgresql|mysql --url URL [--admin-url URL] [--quick] "
-               "--out DIR [--only 1,2,...]\n";
+               "--out DIR [--only 1,2,...] [--stock N]\n";
   return 64;
 }
 
@@ -26,6 +27,18 @@ int usage() {
 
 int main(int argc, char** argv) {
   if (argc >= 3 && std::string(argv[1]) == "child") return bench::child_main(argc, argv);
+  if (argc == 2 && std::string(argv[1]) == "backends") {  // the backends built in, for run.sh
+#ifdef BENCH_HAVE_SQLITE
+    std::cout << "sqlite\n";
+#endif
+#ifdef BENCH_HAVE_POSTGRESQL
+    std::cout << "postgresql\n";
+#endif
+#ifdef BENCH_HAVE_MYSQL
+    std::cout << "mysql\n";
+#endif
+    return 0;
+  }
   if (argc < 2 || std::string(argv[1]) != "run") return usage();
   bench::config cfg;
   std::set<int> only;
@@ -43,6 +56,8 @@ int main(int argc, char** argv) {
       cfg.admin_url = next();
     } else if (a == "--out") {
       cfg.out_dir = next();
+    } else if (a == "--stock") {
+      cfg.stock = std::stol(next());
     } else if (a == "--quick") {
       cfg.quick = true;
     } else if (a == "--only") {

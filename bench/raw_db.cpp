@@ -33,6 +33,7 @@ class pg_raw final : public raw_db {
       PQfinish(c_);
       throw std::runtime_error("libpq connect failed: " + m);
     }
+    PQsetNoticeProcessor(c_, [](void*, const char*) {}, nullptr);  // "table does not exist, skipping"
   }
   ~pg_raw() override { PQfinish(c_); }
   std::string dialect() const override { return "postgresql"; }
@@ -129,6 +130,9 @@ class mysql_raw final : public raw_db {
     try {
       stmts_.emplace_back(c_->prepareStatement(q));
       texts_.push_back(q);
+      // Connector/C++ 1.1 has no update count after execute(): pick the call by statement kind.
+      const auto first = q.substr(0, q.find_first_of(" \n("));
+      is_query_.push_back(first == "SELECT" || first == "WITH" || first == "SHOW");
     } catch (const sql::SQLException& e) {
       throw std::runtime_error(std::string("mysql prepare failed: ") + e.what() + " in: " + q.substr(0, 120));
     }
@@ -139,8 +143,8 @@ class mysql_raw final : public raw_db {
     std::vector<raw_row> rows;
     try {
       for (std::size_t i = 0; i < params.size(); ++i) s->setString(static_cast<unsigned>(i + 1), params[i]);
-      if (s->execute()) {
-        std::unique_ptr<sql::ResultSet> rs(s->getResultSet());
+      if (is_query_.at(static_cast<std::size_t>(stmt))) {
+        std::unique_ptr<sql::ResultSet> rs(s->executeQuery());
         const auto n = rs->getMetaData()->getColumnCount();
         while (rs->next()) {
           raw_row row;
@@ -149,11 +153,8 @@ class mysql_raw final : public raw_db {
           rows.push_back(std::move(row));
         }
         affected_ = 0;
-        while (s->getMoreResults()) {
-          std::unique_ptr<sql::ResultSet> more(s->getResultSet());
-        }
       } else {
-        affected_ = static_cast<std::int64_t>(s->getUpdateCount());
+        affected_ = static_cast<std::int64_t>(s->executeUpdate());
       }
     } catch (const sql::SQLException& e) {
       throw std::runtime_error(std::string("mysql baseline statement failed: ") + e.what() + " in: " +
@@ -167,6 +168,7 @@ class mysql_raw final : public raw_db {
   std::unique_ptr<sql::Connection> c_;
   std::vector<std::unique_ptr<sql::PreparedStatement>> stmts_;
   std::vector<std::string> texts_;
+  std::vector<bool> is_query_;
   std::int64_t affected_ = 0;
 };
 }  // namespace

@@ -14,6 +14,7 @@ struct config {
   std::string admin_url;  ///< MySQL: an account allowed SET GLOBAL (scenario 6); may be empty
   std::string out_dir;    ///< where hand-off data files go
   bool quick = false;
+  long stock = 0;  ///< scenario 6 stock; 0: the mode's default
 };
 
 void scenario_uncontended(const config& cfg, report& rep);

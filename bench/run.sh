@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Build and run every benchmark scenario per backend: Markdown tables on stdout, JSON and a chart in --out.
+#
+#   bash bench/run.sh [--quick] [--out DIR] [--stock N]
+#
+# Servers: reuses SQLLOCK_TEST_POSTGRESQL_URL / SQLLOCK_TEST_MYSQL_URL when exported, otherwise
+# starts throwaway ones with scripts/postgresql-server.sh / scripts/mariadb-server.sh and stops
+# them at the end. Builds in build/bench. Exits non-zero only on a real failure (a build error,
+# a crash, an oversell or broken exclusion); a missed speed target is printed as MISSED.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+quick=0
+out=$root/bench/out
+stock=()
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --quick) quick=1 ;;
+    --out) out=${2:?--out needs a directory}; shift ;;
+    --stock) stock=(--stock "${2:?--stock needs a number}"); shift ;;
+    -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    *) echo "run.sh: unknown argument $1" >&2; exit 64 ;;
+  esac
+  shift
+done
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+build=$root/build/bench
+jobs=${SQLLOCK_JOBS:-2}
+started=$(date +%s)
+
+# ---- servers ----------------------------------------------------------------------------------
+work=""
+cleanup() {
+  if [[ -n "$work" ]]; then
+    [[ -d "$work/pg" ]] && "$root/scripts/postgresql-server.sh" stop "$work/pg" >/dev/null 2>&1 || true
+    [[ -d "$work/my" ]] && "$root/scripts/mariadb-server.sh" stop "$work/my" >/dev/null 2>&1 || true
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+need_server() { [[ -z "${!1:-}" ]]; }
+if need_server SQLLOCK_TEST_POSTGRESQL_URL || need_server SQLLOCK_TEST_MYSQL_URL; then
+  work=$(mktemp -d /tmp/sqllock-bench-servers.XXXXXX)
+  chmod 755 "$work"
+fi
+if need_server SQLLOCK_TEST_POSTGRESQL_URL; then
+  "$root/scripts/postgresql-server.sh" start "$work/pg" >&2
+  # shellcheck disable=SC1091
+  source "$work/pg/env.sh"
+fi
+if need_server SQLLOCK_TEST_MYSQL_URL; then
+  "$root/scripts/mariadb-server.sh" start "$work/my" >&2
+  # shellcheck disable=SC1091
+  source "$work/my/env.sh"
+fi
+
+# ---- build ------------------------------------------------------------------------------------
+generator=()
+command -v ninja >/dev/null 2>&1 && [[ ! -f "$build/CMakeCache.txt" || -f "$build/build.ninja" ]] && generator=(-G Ninja)
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSQLLOCK_BUILD_BENCH=ON \
+  -DSQLLOCK_BUILD_TESTS=OFF -DSQLLOCK_BUILD_CLI=OFF -DSQLLOCK_BUILD_EXAMPLES=OFF -DSQLLOCK_INSTALL=OFF >&2
+cmake --build "$build" -j "$jobs" --target sqllock_bench >&2
+bin=$build/bench/sqllock_bench
+built=$(date +%s)
+
+# ---- run --------------------------------------------------------------------------------------
+mode=full
+[[ $quick -eq 1 ]] && mode=quick
+args=(--out "$out" "${stock[@]}")
+[[ $quick -eq 1 ]] && args+=(--quick)
+rm -f "$out"/*.json "$out"/handoff-*.dat "$out"/tables.md
+status=0
+echo "## sqllock benchmarks ($mode mode, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores)"
+echo
+for backend in $("$bin" backends); do
+  admin=()
+  case $backend in
+    sqlite)
+      rm -f "$out"/bench.db "$out"/bench.db-*
+      url="sqlite:$out/bench.db" ;;
+    postgresql) url=$SQLLOCK_TEST_POSTGRESQL_URL ;;
+    mysql)
+      url=$SQLLOCK_TEST_MYSQL_URL
+      [[ -n "${SQLLOCK_TEST_MYSQL_ADMIN_URL:-}" ]] && admin=(--admin-url "$SQLLOCK_TEST_MYSQL_ADMIN_URL") ;;
+  esac
+  rc=0
+  "$bin" run --backend "$backend" --url "$url" "${admin[@]}" "${args[@]}" | tee -a "$out/tables.md" || rc=$?
+  if [[ $rc -ne 0 ]]; then
+    echo "run.sh: $backend: FAILED (exit $rc)" >&2
+    status=1
+  fi
+done
+rm -f "$out"/bench.db "$out"/bench.db-*
+
+# ---- JSON of every figure ----------------------------------------------------------------------
+{
+  printf '{"mode": "%s", "date": "%s", "cores": %s, "command": "bash bench/run.sh%s",\n "backends": [' \
+    "$mode" "$(date -u +%FT%TZ)" "$(nproc)" "$([[ $quick -eq 1 ]] && echo ' --quick')"
+  sep=""
+  for f in "$out"/sqlite.json "$out"/postgresql.json "$out"/mysql.json; do
+    [[ -f "$f" ]] || continue
+    printf '%s\n' "$sep"
+    cat "$f"
+    sep=","
+  done
+  printf ']}\n'
+} >"$out/results.json"
+
+# ---- chart: hand-off latency distribution per backend and wake strategy -------------------------
+plot=""
+panels=0
+for backend in sqlite postgresql mysql; do
+  files=("$out"/handoff-"$backend"-*.dat)
+  [[ -e "${files[0]}" ]] || continue
+  panels=$((panels + 1))
+  plot+="set title '$backend'"$'\n'"plot "
+  first=1
+  for f in "${files[@]}"; do
+    label=$(head -1 "$f" | sed 's/^# [a-z]*: //')
+    [[ $first -eq 1 ]] || plot+=", "
+    # Latencies below 0.1 ms (down to negative: the waiter held before the holder's call
+    # returned) are drawn at 0.1 ms; the JSON has the exact values.
+    plot+="'$f' using (\$1 < 0.1 ? 0.1 : \$1):2 with steps lw 2 title '$label'"
+    first=0
+  done
+  plot+=$'\n'
+done
+if [[ $panels -gt 0 ]] && command -v gnuplot >/dev/null 2>&1; then
+  gnuplot <<EOF || { echo "run.sh: gnuplot failed (chart skipped)" >&2; }
+set terminal pngcairo size $((520 * panels)),420 font 'sans,9' noenhanced
+set output '$out/handoff.png'
+set multiplot layout 1,$panels title 'sqllock hand-off latency, holder release returned -> waiter in another process holds ($mode mode)'
+set logscale x
+set xrange [0.1:300]
+set yrange [0:1]
+set xlabel 'latency (ms, log scale)'
+set ylabel 'fraction of hand-offs'
+set key top left
+set grid
+$plot
+unset multiplot
+EOF
+fi
+
+finished=$(date +%s)
+echo "run.sh: build $((built - started)) s, benchmarks $((finished - built)) s, total $((finished - started)) s;" \
+  "figures in $out/results.json, chart in $out/handoff.png" >&2
+exit $status

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "postgresql/pg_common.hpp"
 #include "sqllock/postgresql.hpp"
 #include "sqllock/sqllock.hpp"
 
@@ -650,6 +651,34 @@ TEST_F(PostgreSQL, BackendStatementsThroughTheSeam) {
   EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end(), [](const auto& x, const auto& y) { return x.name < y.name; }));
   b->release(n1, "h2", next.token);
   b->release(n2, "h3", e2.token);
+}
+
+}  // namespace
+
+// ---- placeholder rewriting and channel names (no server needed) ----
+
+namespace {
+
+TEST(PostgreSQLPlaceholders, OnlyBarePlaceholdersBecomeNumberedParameters) {
+  using sqllock::detail::pg::rewrite_placeholders;
+  auto r = rewrite_placeholders(
+      "SELECT ?, '?''?', E'\\'?', \"a?b\", $fn$ ? $x$ ? $fn$, $$?$$, ?::int -- ?\n"
+      "/* ? /* ? */ ? */ FROM t WHERE a = ? AND b = $1 AND c$d = ?");
+  EXPECT_EQ(r.first,
+            "SELECT $1, '?''?', E'\\'?', \"a?b\", $fn$ ? $x$ ? $fn$, $$?$$, $2::int -- ?\n"
+            "/* ? /* ? */ ? */ FROM t WHERE a = $3 AND b = $1 AND c$d = $4");
+  EXPECT_EQ(r.second, 4u);
+  EXPECT_EQ(rewrite_placeholders("").second, 0u);
+  EXPECT_EQ(rewrite_placeholders("'unterminated ?").second, 0u);
+}
+
+TEST(PostgreSQLPlaceholders, ChannelsAreStablePerTableAndName) {
+  using sqllock::detail::pg::channel_for;
+  EXPECT_EQ(channel_for("sqllock_locks", "a"), channel_for("sqllock_locks", "a"));
+  EXPECT_NE(channel_for("sqllock_locks", "a"), channel_for("sqllock_locks", "b"));
+  EXPECT_NE(channel_for("sqllock_locks", "a"), channel_for("other", "a"));
+  EXPECT_EQ(channel_for("sqllock_locks", "a").size(), 8u + 16u);
+  EXPECT_LE(channel_for("t", std::string(255, 'x')).size(), 63u);  // NAMEDATALEN - 1
 }
 
 }  // namespace

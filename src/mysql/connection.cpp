@@ -6,6 +6,7 @@
 #include <cppconn/prepared_statement.h>
 #include <cppconn/resultset.h>
 #include <cppconn/resultset_metadata.h>
+#include <cppconn/statement.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -210,6 +211,16 @@ result_rows connection::query(std::string_view sql, const std::vector<value>& pa
     return read_rows(*rs);
   } catch (const sql::SQLException& e) {
     fail(e, statement, lock_table);
+  }
+}
+
+void connection::run_simple(std::string_view sql, std::string_view statement) {
+  try {
+    last_used_ = std::chrono::steady_clock::now();
+    std::unique_ptr<sql::Statement> st(conn_->createStatement());
+    st->execute(sql::SQLString(std::string(sql)));
+  } catch (const sql::SQLException& e) {
+    fail(e, statement, false);
   }
 }
 

@@ -86,6 +86,10 @@ class connection {
   /// Run a query; every column as text, NULL as nullopt.
   result_rows query(std::string_view sql, const std::vector<value>& params,
                     std::string_view statement, bool lock_table = false);
+  /// Run a statement without parameters through the text protocol (COMMIT, ROLLBACK): unlike
+  /// sql::Connection::commit(), whose failure Connector/C++ 1.1 does not report, an error here
+  /// (e.g. the connection died before COMMIT) is thrown through map_error.
+  void run_simple(std::string_view sql, std::string_view statement);
   /// Server facts, read on first use.
   const server_traits& traits();
 

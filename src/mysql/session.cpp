@@ -53,15 +53,13 @@ class mysql_session final : public session {
       return;
     }
     try {
-      conn_->raw().commit();
-    } catch (const sql::SQLException& e) {
-      state_ = state::aborted;
-      try {
-        conn_->raw().rollback();
-      } catch (...) {
-        conn_->mark_broken();
-      }
-      finish_after_failure(e);
+      // COMMIT as a statement: sql::Connection::commit() of Connector/C++ 1.1 ignores a failed
+      // COMMIT (e.g. the connection died first), which would report a rolled-back write as durable.
+      conn_->run_simple("COMMIT", "commit");
+    } catch (const error&) {
+      if (!conn_->broken()) roll_back_quietly();
+      finish();
+      throw;
     }
     finish();
   }
@@ -70,7 +68,7 @@ class mysql_session final : public session {
     if (state_ == state::finished) return;
     if (!adopted_ && conn_ && !conn_->broken()) {
       try {
-        conn_->raw().rollback();
+        conn_->run_simple("ROLLBACK", "rollback");
       } catch (const std::exception& e) {
         conn_->mark_broken();
         log_message(log_options_, log_level::warning,
@@ -276,18 +274,9 @@ class mysql_session final : public session {
 
   void roll_back_quietly() noexcept {
     try {
-      conn_->raw().rollback();
+      conn_->run_simple("ROLLBACK", "rollback");
     } catch (...) {
       conn_->mark_broken();
-    }
-  }
-
-  [[noreturn]] void finish_after_failure(const sql::SQLException& e) {
-    try {
-      map_error(e, "commit");
-    } catch (const error&) {
-      finish();
-      throw;
     }
   }
 

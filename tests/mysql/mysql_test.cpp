@@ -421,6 +421,20 @@ TEST(MysqlKill, AKilledTransactionConnectionIsConnectionLost) {
   EXPECT_EQ(tx2.query("SELECT 1")[0].as_int(0), 1);
 }
 
+TEST(MysqlKill, ACommitAfterTheConnectionDiedThrowsAndNothingIsWritten) {
+  auto c = make_client();
+  user_table t(1);
+  auto tx = c.begin();
+  tx.execute("UPDATE " + t.name() + " SET qty = 77 WHERE id = 1");
+  const std::int64_t id = tx.query("SELECT CONNECTION_ID()")[0].as_int(0);
+  auto admin = admin_connection();
+  run(*admin, "KILL CONNECTION " + std::to_string(id));
+  std::this_thread::sleep_for(100ms);
+  // Connector/C++ 1.1's sql::Connection::commit() would report success here.
+  EXPECT_THROW(tx.commit(), sqllock::connection_lost);
+  EXPECT_EQ(t.qty(1), 10);
+}
+
 // ---- adopting the application's sql::Connection* ------------------------------------------------
 
 TEST(MysqlAdopt, CasAndRowLocksRunInsideTheApplicationsTransaction) {

@@ -1,5 +1,8 @@
 // The PostgreSQL backend: lease statements on one mutex-guarded connection, LISTEN wake-ups, sessions.
+#include <poll.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <map>
 #include <mutex>
 #include <string>
@@ -13,6 +16,9 @@ namespace sqllock::detail {
 
 namespace pg {
 namespace {
+
+/// Longest wait for the answer to a lease statement before the connection is given up.
+constexpr std::chrono::milliseconds io_timeout{10000};
 
 /// One embedded statement, rendered for the configured table.
 struct statement {
@@ -127,8 +133,12 @@ class pg_backend final : public backend {
     for (auto t : ttls) ttl_text.push_back(std::to_string(t));
 
     std::lock_guard lock(mutex_);
+    // Answer well within the shortest lease, so that a hung renewal is retried (or the lease
+    // declared lost) in time.
+    const auto shortest = *std::min_element(ttls.begin(), ttls.end());
+    const auto timeout = std::clamp(std::chrono::milliseconds(shortest / 2), std::chrono::milliseconds(100), io_timeout);
     auto r = run(renew_, {array_literal(names), array_literal(holders), array_literal(tokens),
-                          array_literal(ttl_text)});
+                          array_literal(ttl_text)}, timeout);
     std::vector<std::size_t> matched;
     for (int row = 0; row < PQntuples(r.get()); ++row) {
       const auto slot = field_int(r.get(), row, 0) - 1;
@@ -248,29 +258,35 @@ class pg_backend final : public backend {
     return lease_.get();
   }
 
-  // Run a lease statement on the lease connection (caller holds mutex_).
-  result_ptr run(const statement& s, const text_params& params) {
+  // Run a lease statement on the lease connection (caller holds mutex_). A statement that gets no
+  // answer within `timeout` (a hung server, a partition, a row lock held by someone's long
+  // transaction) closes the connection and throws connection_lost, so the watchdog is never stuck
+  // past a lease's local expiry; the next call reconnects.
+  result_ptr run(const statement& s, const text_params& params, std::chrono::milliseconds timeout = io_timeout) {
     PGconn* c = lease_conn();
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
     const int n = static_cast<int>(values.size());
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (int attempt = 0;; ++attempt) {
-      result_ptr r;
       if (options_.prepared_statements) {
         const std::string pname = "sqllock_" + s.name;
         if (!prepared_.contains(s.name)) {
           // Parsed once per connection; not counted: statements() counts executions.
-          result_ptr p(PQprepare(c, pname.c_str(), s.sql.c_str(), n, nullptr));
-          if (!p || PQresultStatus(p.get()) != PGRES_COMMAND_OK) throw_error(c, p.get(), s.name);
+          if (!PQsendPrepare(c, pname.c_str(), s.sql.c_str(), n, nullptr)) throw_error(c, nullptr, s.name);
+          auto p = await(c, s.name, deadline, timeout);
+          if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) throw_error(c, p.get(), s.name);
           prepared_.insert(s.name);
         }
-        r.reset(PQexecPrepared(c, pname.c_str(), n, values.data(), nullptr, nullptr, 0));
+        if (!PQsendQueryPrepared(c, pname.c_str(), n, values.data(), nullptr, nullptr, 0))
+          throw_error(c, nullptr, s.name);
       } else {
-        r.reset(PQexecParams(c, s.sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0));
+        if (!PQsendQueryParams(c, s.sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0))
+          throw_error(c, nullptr, s.name);
       }
       count_statement();
-      if (!r) throw_error(c, nullptr, s.name);
+      auto r = await(c, s.name, deadline, timeout);
       const auto st = PQresultStatus(r.get());
       if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
       // Someone ran DISCARD ALL / DEALLOCATE on our session: prepare again once.
@@ -280,6 +296,35 @@ class pg_backend final : public backend {
       }
       throw_error(c, r.get(), s.name);
     }
+  }
+
+  // The result of the command just sent on the lease connection, waiting at most until deadline.
+  result_ptr await(PGconn* c, const std::string& name, std::chrono::steady_clock::time_point deadline,
+                   std::chrono::milliseconds timeout) {
+    result_ptr result;
+    for (;;) {
+      while (PQisBusy(c)) {
+        const auto left =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+        if (left <= 0) {
+          lease_.reset();
+          prepared_.clear();
+          throw connection_lost("postgresql " + name + ": no answer within " + std::to_string(timeout.count()) +
+                                    " ms; the connection was closed",
+                                std::string(backend_name), "", name);
+        }
+        pollfd p{PQsocket(c), POLLIN, 0};
+        if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 60000))) < 0 && errno != EINTR)
+          throw_error(c, nullptr, name);
+        if (!PQconsumeInput(c)) throw_error(c, nullptr, name);
+      }
+      PGresult* r = PQgetResult(c);
+      if (!r) break;
+      if (!result) result.reset(r);  // one command: one result (later ones are only end markers)
+      else PQclear(r);
+    }
+    if (!result) throw_error(c, nullptr, name);
+    return result;
   }
 
   client_options options_;

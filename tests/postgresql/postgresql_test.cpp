@@ -380,6 +380,28 @@ TEST_F(PostgreSQL, TerminatedLeaseConnectionIsReconnectedAndNeverBelievedHeldWhe
   again.release();
 }
 
+TEST_F(PostgreSQL, AHungRenewalDoesNotKeepALeaseBelievedHeld) {
+  auto c = client();
+  const std::string name = unique("pg_hung");
+  std::atomic<int> lost_calls{0};
+  auto g = c.acquire_for(name, 5s, {.ttl = 1s, .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; }});
+  // Someone's long transaction holds the lock row: every renewal blocks on it.
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  admin.run("BEGIN");
+  admin.run("SELECT token FROM sqllock_locks WHERE name = '" + name + "' FOR UPDATE");
+  const auto start = steady::now();
+  while (!g.lost() && steady::now() - start < 5s) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(g.lost()) << "the guard still believes it holds a lease that expired on the server";
+  EXPECT_LT(steady::now() - start, 2500ms);
+  EXPECT_EQ(lost_calls.load(), 1);
+  admin.run("ROLLBACK");
+  // The client recovers: a fresh acquisition works once the row is free again.
+  auto again = c.acquire_for(name, 5s, {.ttl = 5s});
+  EXPECT_GT(again.fencing_token(), 0);
+  again.release();
+}
+
 // ---- row locks ----
 
 TEST_F(PostgreSQL, RowLocksNowaitSkipLockedAndTimeoutAreTypedResults) {

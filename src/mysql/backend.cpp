@@ -529,9 +529,33 @@ class mysql_backend final : public backend {
 
   // ---- the waiter connection ---------------------------------------------------------------------
 
+  /// Wake local waiters of `name` (if still watched); never under wait_mutex_.
+  void wake_name(const std::string& name) {
+    {
+      std::lock_guard lock(wait_mutex_);
+      if (!watched_.count(name)) return;
+    }
+    std::lock_guard lock(sink_mutex_);
+    if (sink_) sink_->wake(name);
+  }
+
+  void wake_all_watched() {
+    std::vector<std::string> names;
+    {
+      std::lock_guard lock(wait_mutex_);
+      for (const auto& [n, count] : watched_) names.push_back(n);
+    }
+    for (const auto& n : names) wake_name(n);
+  }
+
+  /// The waiter connection's loop: one GET_LOCK wait at a time, round-robin over watched names.
+  /// A name whose key was seen held and is later free (released between two slices, or while
+  /// another name was waited on) is woken too: every held -> free transition wakes.
   void waiter_loop() noexcept {
     std::unique_ptr<connection> conn;
+    bool had_connection = false;
     std::map<std::string, std::chrono::steady_clock::time_point> quiet_until;
+    std::set<std::string> seen_held;
     std::size_t turn = 0;
     for (;;) {
       std::string name;
@@ -542,6 +566,9 @@ class mysql_backend final : public backend {
         const auto now = std::chrono::steady_clock::now();
         for (auto it = quiet_until.begin(); it != quiet_until.end();) {
           it = (it->second <= now || !watched_.count(it->first)) ? quiet_until.erase(it) : std::next(it);
+        }
+        for (auto it = seen_held.begin(); it != seen_held.end();) {
+          it = watched_.count(*it) ? std::next(it) : seen_held.erase(it);
         }
         std::vector<std::string> ready;
         auto earliest = now + std::chrono::milliseconds(50);
@@ -570,6 +597,12 @@ class mysql_backend final : public backend {
           wait_cv_.wait_for(lock, std::chrono::seconds(1), [&] { return stopping_; });
           continue;
         }
+        if (had_connection) {
+          // Releases while the connection was down went unseen: let every waiter look now.
+          seen_held.clear();
+          wake_all_watched();
+        }
+        had_connection = true;
       }
       try {
         const std::string key = wake_key(name);
@@ -579,17 +612,14 @@ class mysql_backend final : public backend {
         if (got == "1") {
           // The holder released it (or its connection died): let it go again at once and wake.
           conn->query(sql_.wake_release, {key}, "wake_lock_release");
-          bool still_watched = false;
-          {
-            std::lock_guard lock(wait_mutex_);
-            still_watched = watched_.count(name) > 0;
-          }
-          if (still_watched) {
-            std::lock_guard lock(sink_mutex_);
-            if (sink_) sink_->wake(name);
-          }
+          seen_held.erase(name);
+          wake_name(name);
+        } else if (got == "0") {
+          seen_held.insert(name);  // still held at the end of the slice
         } else if (got == "-1") {
-          // Nobody holds it: nothing to wait on; look again shortly (the client polls meanwhile).
+          // Nobody holds it. If it was held when last seen, it was released since: wake. Either
+          // way there is nothing to block on; look again shortly (the client polls meanwhile).
+          if (seen_held.erase(name)) wake_name(name);
           quiet_until[name] = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
         }
       } catch (const std::exception& e) {

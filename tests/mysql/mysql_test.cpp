@@ -612,3 +612,41 @@ TEST(MysqlStress, RacingAcquiresOfNewNamesNeverFailAndNeverOverlap) {
 }
 
 }  // namespace
+
+namespace {
+
+// ---- GET_LOCK wake-ups with several watched names on one waiter connection ----------------------
+
+TEST(MysqlWake, EachOfSeveralWatchedNamesIsWokenByItsRelease) {
+  auto holder = make_client();
+  const std::string base = unique_name("multi");
+  const std::vector<std::string> names = {base + "_a", base + "_b", base + "_c"};
+  std::vector<sqllock::lease_guard> guards;
+  for (const auto& n : names) guards.push_back(*holder.try_acquire(n));
+  // Polling every 5 s: only a wake-up explains a quick acquisition.
+  auto waiter = make_client({.poll_min = 5s, .poll_max = 5s});
+  std::vector<std::atomic<long long>> got_at(names.size());
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    got_at[i] = -1;
+    threads.emplace_back([&, i] {
+      auto g = waiter.try_acquire_for(names[i], 20s);
+      if (g) got_at[i] = ms_since(start);
+    });
+  }
+  std::vector<long long> released_at;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::this_thread::sleep_for(700ms);
+    released_at.push_back(ms_since(start));
+    guards[i].release();
+  }
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    ASSERT_GE(got_at[i].load(), 0) << names[i];
+    EXPECT_GE(got_at[i].load(), released_at[i]) << names[i];
+    EXPECT_LT(got_at[i].load() - released_at[i], 1500) << names[i];
+  }
+}
+
+}  // namespace

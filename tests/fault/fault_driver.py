@@ -220,9 +220,15 @@ class Driver:
     def lock_phase(self, seconds):
         o = self.o
         skews = {}
-        if o.skew and self.faketime_lib and o.workers >= 3:
+        skew = o.skew == "on" or (o.skew == "auto" and self.backend != "sqlite")
+        if o.skew == "auto" and self.backend == "sqlite":
+            # SQLite times leases with each process's own wall clock (julianday('now')): a skewed
+            # holder that dies leaves a lease that lasts skew + TTL. See repro_clock_skew.sh.
+            self.notes.append("no clock-skewed workers on SQLite (leases use each process's wall clock; "
+                              "--skew on shows the effect)")
+        if skew and self.faketime_lib and o.workers >= 3:
             skews = {1: "+1h", 2: "-1h"}
-        elif o.skew and not self.faketime_lib:
+        elif skew and not self.faketime_lib:
             self.notes.append("libfaketime not found: no skewed workers")
         lock_kw = dict(ttl=o.ttl_ms, wait=o.wait_ms, slow_tx_pct=10 if self.backend == "sqlite" else 5)
         slots = {s: self.spawn(s, "lock", skews.get(s), **lock_kw) for s in range(o.workers)}
@@ -444,6 +450,7 @@ class Driver:
         o = self.o
         slack_us = 2_000_000
         acqs = []
+        timeouts = {}
         errors = {}
         for p in self.lock_procs_all:
             cur = None
@@ -454,6 +461,7 @@ class Driver:
                                pid=p.pid, skew=p.skew, w=None, u=None, r=None)
                     acqs.append(cur)
                 elif t == "N":
+                    timeouts.setdefault(c[1], []).append(dict(t_req=int(c[2]), t_end=int(c[3]), pid=p.pid))
                     dur = int(c[3]) - int(c[2])
                     if dur > o.wait_ms * 1000 + slack_us and not self.excused(p.pid, int(c[2]), int(c[3])):
                         self.v.add("process_stuck", f"pid {p.pid}: try_acquire_for({c[1]}, {o.wait_ms}ms) "
@@ -570,10 +578,23 @@ class Driver:
         phase_end = max((a["t_ack"] for a in acqs), default=0)
         for ev in self.events:
             if ev["kind"] == "kill" and ev.get("holding"):
+                # The killed holder's lease ends at most one TTL after the kill (its last renewal was
+                # before it). From then on the name is free: a waiter that times out before anyone
+                # acquired it is stuck, and the first waiter should get it within a poll interval.
                 name, token = ev["holding"]
+                free_by = ev["t"] + o.ttl_ms * 1000
                 nxt = [a for a in by_name.get(name, []) if a["t_ack"] > ev["t"]]
-                if nxt:
-                    first = min(nxt, key=lambda a: a["t_ack"])
+                first = min(nxt, key=lambda a: a["t_ack"]) if nxt else None
+                limit = first["t_ack"] if first else float("inf")
+                for n in timeouts.get(name, []):
+                    if free_by + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
+                            not self.excused(n["pid"], free_by, n["t_end"]):
+                        self.v.add("stuck_after_holder_died",
+                                   f"{name}: a waiter timed out {(n['t_end'] - free_by) / 1000:.0f} ms after the "
+                                   f"killed holder's lease (token {token}) had certainly expired, nobody "
+                                   "acquired it in between")
+                        break
+                if first and first["t_req"] <= free_by:
                     delay = (first["t_ack"] - ev["t"]) / 1000
                     self.takeovers += 1
                     self.takeover_delays.append((delay, name, token, ev["t"]))
@@ -581,7 +602,7 @@ class Driver:
                     if delay > o.ttl_ms + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]):
                         self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
                                                     f"(token {token}) was killed (TTL {o.ttl_ms} ms)")
-                elif phase_end - ev["t"] > (o.ttl_ms + o.wait_ms + 5000) * 1000:
+                elif not first and phase_end - ev["t"] > (o.ttl_ms + o.wait_ms + 5000) * 1000:
                     self.v.add("stuck_lock", f"{name}: nobody acquired it after holder token {token} was killed")
             if ev["kind"] == "stop" and ev.get("holding") and ev.get("t_end"):
                 name, token = ev["holding"]
@@ -619,6 +640,22 @@ class Driver:
                         else:
                             self.stop_outcomes["write_rejected"] += 1
                     del later
+        # Clock skew must not change behaviour: skewed workers acquire like the others, and no
+        # lease is lost without a fault that explains it.
+        self.by_skew = {}
+        for a in acqs:
+            k = a["skew"] or "none"
+            self.by_skew[k] = self.by_skew.get(k, 0) + 1
+        for k in {p.skew for p in self.lock_procs_all if p.skew}:
+            if self.by_skew.get(k, 0) == 0 and o.duration >= 30:
+                self.v.add("skewed_worker_starved", f"workers with clock {k} never acquired a lock")
+        self.unexplained_losses = {}
+        for a in acqs:
+            lost = (a["u"] and a["u"]["result"] != "ok") or (a["r"] and a["r"]["result"] != "ok")
+            end = a["r"]["t_re"] if a["r"] else (a["u"]["t_u1"] if a["u"] else None)
+            if lost and end and not self.touched(a["pid"], a["t_ack"], end):
+                k = a["skew"] or "none"
+                self.unexplained_losses[k] = self.unexplained_losses.get(k, 0) + 1
         self.acquisitions = len(acqs)
         self.writes_applied = applied
 
@@ -626,6 +663,13 @@ class Driver:
         """True when a stop of this process or a server restart overlapped [t0, t1]."""
         for ev in self.events:
             if ev["kind"] == "stop" and ev["pid"] == pid and ev["t"] <= t1 and (ev["t_end"] or t1) >= t0:
+                return True
+        return self.restart_between(t0, t1)
+
+    def touched(self, pid, t0, t1):
+        """True when any fault that can cost a lease hit this process (or the server) in [t0, t1]."""
+        for ev in self.events:
+            if ev.get("pid") == pid and ev["t"] <= t1 and (ev.get("t_end") or ev["t"]) >= t0:
                 return True
         return self.restart_between(t0, t1)
 
@@ -690,6 +734,8 @@ class Driver:
             print(f"note {self.backend}: {note}", file=sys.stderr)
         faults = ",".join(f"{k}={v}" for k, v in self.faults.items())
         so = self.stop_outcomes
+        skew = ",".join(f"{k}={v}" for k, v in sorted(self.by_skew.items()))
+        unexplained = ",".join(f"{k}={v}" for k, v in sorted(self.unexplained_losses.items())) or "none"
         errs = ",".join(f"{k}={v}" for k, v in sorted(self.errors.items())) or "none"
         print(f"fault-summary backend={self.backend} duration={time.monotonic() - t_start:.0f}s "
               f"workers={o.workers} skewed={self.skewed} acquisitions={self.acquisitions} "
@@ -698,8 +744,9 @@ class Driver:
               f"renew_refused={so['renew_refused']},release_refused={so['release_refused']},"
               f"guard_lost={so['guard_lost']}) "
               f"inventory_kills={self.inventory_kills} inventory[{' '.join(inv_parts)}] "
-              f"violations={self.v.count()} max_takeover_ms={self.max_takeover_ms:.0f} "
-              f"(ttl={o.ttl_ms}ms) worker_errors[{errs}]", flush=True)
+              f"violations={self.v.count()} takeovers={self.takeovers} max_takeover_ms={self.max_takeover_ms:.0f} "
+              f"(ttl={o.ttl_ms}ms) acquisitions_by_clock[{skew}] unexplained_lease_losses[{unexplained}] "
+              f"worker_errors[{errs}]", flush=True)
         return 0 if self.v.count() == 0 else 1
 
 
@@ -718,7 +765,8 @@ def main():
     ap.add_argument("--fault-interval", type=float, default=1.5, help="mean seconds between faults")
     ap.add_argument("--inventory-procs", type=int, default=16)
     ap.add_argument("--stock", type=int, default=10000)
-    ap.add_argument("--no-skew", dest="skew", action="store_false")
+    ap.add_argument("--skew", choices=["auto", "on", "off"], default="auto",
+                    help="clock-skewed workers (+1h, -1h); auto: on for the server backends")
     ap.add_argument("--keep", action="store_true", help="keep the tables after a clean run")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")

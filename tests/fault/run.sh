@@ -11,7 +11,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 duration=75s
 backend=all
-build=${SQLLOCK_FAULT_BUILD_DIR:-/work/build-fault}
+build=${SQLLOCK_FAULT_BUILD_DIR:-$root/build/fault}
 extra=()
 while [[ $# -gt 0 ]]; do
   case $1 in

@@ -3,13 +3,13 @@
 #
 #   tests/fuzz/run.sh [SECONDS]
 #
-# Builds the targets with clang++ (${CXX:-clang++}) in ${SQLLOCK_FUZZ_BUILD_DIR:-/work/build-fuzz},
+# Builds the targets with clang++ (${CXX:-clang++}) in ${SQLLOCK_FUZZ_BUILD_DIR:-build/fuzz},
 # fuzzes from the committed seed corpus (read-only; new inputs go to a scratch directory) and keeps
 # any crashing input in the build directory (artifacts/), printing its path.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 seconds=${1:-30}
-build=${SQLLOCK_FUZZ_BUILD_DIR:-/work/build-fuzz}
+build=${SQLLOCK_FUZZ_BUILD_DIR:-$(cd "$here/../.." && pwd)/build/fuzz}
 cxx=${CXX:-clang++}
 [[ $cxx == *clang* ]] || cxx=clang++
 

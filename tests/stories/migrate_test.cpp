@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "sqllock/migrations.hpp"
@@ -239,6 +240,25 @@ TEST(Migrate, RetryResolutionForgetsTheFailedRow) {
   EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1}));
 }
 
+// A migration longer than the lease TTL: the watchdog keeps the lease on the servers; on SQLite
+// the migration's write lock keeps the watchdog from renewing, so the lease expires, and the runner
+// takes it again and goes on (nobody else could write meanwhile).
+TEST(Migrate, MigrationLongerThanTheLeaseTtl) {
+  auto c = make_client();
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  dir.write("0003_c.sql", create_table(unique_name("m_c")));
+  auto o = options_for(unique_name("hist"));
+  o.lock_ttl = 300ms;
+  o.before_commit = [](std::int64_t version) {
+    if (version == 2) std::this_thread::sleep_for(1200ms);
+  };
+  auto r = sqllock::migrate_directory(c, dir.path(), o);
+  EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1, 2, 3}));
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2, 3}));
+}
+
 // ---- through the command ----
 
 std::vector<std::string> migrate_args(const temp_dir& dir, const std::string& history, const std::string& ttl = "3s") {
@@ -288,22 +308,41 @@ TEST(MigrateCommand, KilledMigratorLeavesNoStuckLockAndNoHalfMigration) {
   const auto a = unique_name("m_a"), b = unique_name("m_b"), d = unique_name("m_d");
   const auto history = unique_name("hist");
   dir.write("0001_a.sql", create_table(a));
-  dir.write("0002_b_slow.sql", create_table(b) + slow_statement(3) + ";\n");
+  const bool sqlite = backend().name == "sqlite";
+  // The servers: a slow statement (the server keeps running it after the client died). SQLite: a
+  // CPU-bound statement's length depends on the machine, so the runner itself pauses before
+  // committing migration 2 (a test hook), run from this program instead of the command.
+  dir.write("0002_b_slow.sql", create_table(b) + (sqlite ? std::string() : slow_statement(3) + ";\n"));
   dir.write("0003_d.sql", create_table(d));
   auto args = migrate_args(dir, history, "2s");
   args.push_back("--url");
   args.push_back(backend().url);
-  cli_process first(args);
+  temp_dir scratch;
+  const auto marker = scratch.path() / "inside-2";
+  auto first = sqlite ? std::make_unique<cli_process>("migrate_pause",
+                                                     std::vector<std::string>{dir.path().string(), history, "2000",
+                                                                              "30000", marker.string()})
+                      : std::make_unique<cli_process>(args);
   auto o = options_for(history);
   const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while (std::chrono::steady_clock::now() < deadline) {
-    auto h = sqllock::migration_history(c, o);
-    if (!h.empty()) break;
+  while (sqlite && !std::filesystem::exists(marker) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  while (!sqlite && std::chrono::steady_clock::now() < deadline) {
+    try {
+      auto tx = c.begin({.lock_timeout = 50ms});
+      auto rows = tx.query("SELECT COUNT(*) FROM " + history);
+      tx.commit();
+      if (rows.at(0).as_int(0) > 0) break;
+    } catch (const sqllock::error&) {
+      // not created yet
+    }
     std::this_thread::sleep_for(20ms);
   }
   std::this_thread::sleep_for(800ms);  // inside 0002's slow statement
-  first.kill_hard();
-  EXPECT_EQ(first.wait().exit_code, 128 + SIGKILL);
+  first->kill_hard();
+  const auto killed = first->wait();
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << killed.err;
   const auto killed_at = std::chrono::steady_clock::now();
 
   auto hist = sqllock::migration_history(c, o);

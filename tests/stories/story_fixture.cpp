@@ -11,6 +11,8 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+
+#include "sqllock/migrations.hpp"
 #include <sstream>
 #include <thread>
 
@@ -35,6 +37,31 @@ int run_stories(int argc, char** argv, backend_under_test b) {
               << (g_backend.name == "mysql" ? "MYSQL" : "POSTGRESQL")
               << "_URL, e.g. by sourcing the env.sh of scripts/*-server.sh); this is a failure, not a skip\n";
     return 2;
+  }
+  if (const char* role = std::getenv("SQLLOCK_STORIES_ROLE")) {
+    if (const char* url = std::getenv("SQLLOCK_STORIES_URL")) g_backend.url = url;
+    try {
+      if (std::string(role) == "migrate_pause" && argc == 6) {
+        sqllock::migrate_options o;
+        o.history_table = argv[2];
+        o.lock_ttl = std::chrono::milliseconds(std::stoll(argv[3]));
+        const auto pause = std::chrono::milliseconds(std::stoll(argv[4]));
+        const std::string marker = argv[5];
+        o.before_commit = [pause, marker](std::int64_t version) {
+          if (version != 2) return;
+          std::ofstream(marker) << "inside migration 2\n";
+          std::this_thread::sleep_for(pause);
+        };
+        auto c = make_client();
+        sqllock::migrate_directory(c, argv[1], o);
+        return 0;
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "child " << role << ": " << e.what() << "\n";
+      return 5;
+    }
+    std::cerr << "unknown child role " << role << "\n";
+    return 6;
   }
   try {
     sqllock::client_options options;
@@ -109,16 +136,26 @@ void temp_dir::write(const std::string& file, const std::string& text) const {
 }
 
 cli_process::cli_process(const std::vector<std::string>& args) {
+  // SQLLOCK_STORIES_CLI overrides the built command (e.g. to test an installed one).
+  const char* override_path = std::getenv("SQLLOCK_STORIES_CLI");
+  std::vector<std::string> argv{override_path && *override_path ? override_path : SQLLOCK_CLI_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  start(std::move(argv), "");
+}
+
+cli_process::cli_process(const std::string& role, const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"/proc/self/exe"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  start(std::move(argv), role);
+}
+
+void cli_process::start(std::vector<std::string> argv, const std::string& role) {
   static std::atomic<int> n{0};
   const std::string base = (std::filesystem::temp_directory_path() /
                             ("sqllock-stories-cli-" + std::to_string(getpid()) + "-" + std::to_string(n++)))
                                .string();
   out_ = base + ".out";
   err_ = base + ".err";
-  // SQLLOCK_STORIES_CLI overrides the built command (e.g. to test an installed one).
-  const char* override_path = std::getenv("SQLLOCK_STORIES_CLI");
-  std::vector<std::string> argv{override_path && *override_path ? override_path : SQLLOCK_CLI_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
   pid_ = fork();
   if (pid_ == 0) {
     int o = open(out_.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0644);
@@ -126,6 +163,10 @@ cli_process::cli_process(const std::vector<std::string>& args) {
     dup2(o, 1);
     dup2(e, 2);
     unsetenv("SQLLOCK_URL");
+    if (!role.empty()) {
+      setenv("SQLLOCK_STORIES_ROLE", role.c_str(), 1);
+      setenv("SQLLOCK_STORIES_URL", g_backend.url.c_str(), 1);  // SQLite: the parent's file
+    }
     std::vector<char*> raw;
     for (auto& a : argv) raw.push_back(a.data());
     raw.push_back(nullptr);

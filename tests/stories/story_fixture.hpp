@@ -21,6 +21,10 @@ struct backend_under_test {
 
 const backend_under_test& backend();
 /// Called by each main: checks the URL (missing: exit 2, a failure), migrates, runs the tests.
+/// With SQLLOCK_STORIES_ROLE set, runs that child role instead:
+///   migrate_pause DIR HISTORY TTL_MS PAUSE_MS MARKER: migrate_directory; before committing
+///   version 2, write the file MARKER and sleep PAUSE_MS (a slow migration without a slow
+///   statement, for SQLite).
 int run_stories(int argc, char** argv, backend_under_test b);
 
 /// A name unique to this run (letters, digits, underscores).
@@ -54,12 +58,15 @@ struct process_result {
 class cli_process {
  public:
   explicit cli_process(const std::vector<std::string>& args);
+  /// This test program again, running child `role` (see run_stories) with args.
+  cli_process(const std::string& role, const std::vector<std::string>& args);
   ~cli_process();
   int pid() const { return pid_; }
   process_result wait(std::chrono::milliseconds timeout = std::chrono::seconds(60));
   void kill_hard();
 
  private:
+  void start(std::vector<std::string> argv, const std::string& role);
   int pid_ = -1;
   bool reaped_ = false;
   std::string out_, err_;

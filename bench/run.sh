@@ -94,8 +94,11 @@ rm -f "$out"/bench.db "$out"/bench.db-*
 
 # ---- JSON of every figure ----------------------------------------------------------------------
 {
-  printf '{"mode": "%s", "date": "%s", "cores": %s, "command": "bash bench/run.sh%s",\n "backends": [' \
-    "$mode" "$(date -u +%FT%TZ)" "$(nproc)" "$([[ $quick -eq 1 ]] && echo ' --quick')"
+  cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
+  mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
+  printf '{"mode": "%s", "date": "%s", "cores": %s, "cpu": "%s", "memory": "%s", "git": "%s",\n "command": "bash bench/run.sh%s", "build_seconds": %s, "benchmark_seconds": %s,\n "backends": [' \
+    "$mode" "$(date -u +%FT%TZ)" "$(nproc)" "$cpu" "$mem" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
+    "$([[ $quick -eq 1 ]] && echo ' --quick')${stock[*]:+ ${stock[*]}}" "$((built - started))" "$(($(date +%s) - built))"
   sep=""
   for f in "$out"/sqlite.json "$out"/postgresql.json "$out"/mysql.json; do
     [[ -f "$f" ]] || continue

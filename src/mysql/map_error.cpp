@@ -24,25 +24,31 @@ bool is_connection_error(int code) noexcept {
 }
 
 std::string redact_server_message(std::string_view message) {
-  // Server texts quote values ("Duplicate entry 'x' for key", "near '...'"); drop every quoted part.
+  // Server texts quote values ("Duplicate entry 'x' for key", "near '...'"); drop every quoted
+  // part. A quote opens only after a non-alphanumeric character and closes only before one, so
+  // the apostrophe in "doesn't" stays text.
+  auto alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
   std::string out;
   out.reserve(message.size());
   for (std::size_t i = 0; i < message.size(); ++i) {
     const char c = message[i];
-    if (c == '\'' || c == '"' || c == '`') {
-      const std::size_t end = message.find(c, i + 1);
-      if (end == std::string_view::npos) {
-        out += c;
-        out += "?";
-        break;
-      }
+    const bool quote = c == '\'' || c == '"' || c == '`';
+    if (!quote || (i > 0 && alnum(message[i - 1]))) {
       out += c;
-      out += '?';
-      out += c;
-      i = end;
-    } else {
-      out += c;
+      continue;
     }
+    std::size_t end = i + 1;
+    while (end < message.size() &&
+           !(message[end] == c && (end + 1 == message.size() || !alnum(message[end + 1])))) {
+      ++end;
+    }
+    out += c;
+    out += '?';
+    if (end >= message.size()) break;  // unterminated: everything after the quote is dropped
+    out += c;
+    i = end;
   }
   return out;
 }

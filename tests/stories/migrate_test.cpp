@@ -240,6 +240,35 @@ TEST(Migrate, RetryResolutionForgetsTheFailedRow) {
   EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1}));
 }
 
+// Each dialect's statements with semicolons inside bodies run end to end through the splitter.
+TEST(Migrate, BodiesWithSemicolonsRunWhole) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto t = unique_name("m_t"), hook = unique_name("m_h");
+  std::string body;
+  switch (current_dialect()) {
+    case sqllock::dialect::postgresql:
+      body = "CREATE FUNCTION " + hook + "() RETURNS trigger LANGUAGE plpgsql AS $fn$\n"
+             "BEGIN\n  NEW.note := NEW.note || ';checked';\n  RETURN NEW;\nEND\n$fn$;\n"
+             "CREATE TRIGGER " + hook + " BEFORE INSERT ON " + t + " FOR EACH ROW EXECUTE FUNCTION " + hook + "();\n";
+      break;
+    case sqllock::dialect::mysql:
+      body = "DELIMITER //\n"
+             "CREATE TRIGGER " + hook + " BEFORE INSERT ON " + t + " FOR EACH ROW\n"
+             "BEGIN\n  SET NEW.note = CONCAT(NEW.note, ';checked');\nEND//\n"
+             "DELIMITER ;\n";
+      break;
+    case sqllock::dialect::sqlite:
+      body = "CREATE TRIGGER " + hook + " AFTER INSERT ON " + t + " BEGIN\n"
+             "  UPDATE " + t + " SET note = note || ';checked' WHERE id = NEW.id;\nEND;\n";
+      break;
+  }
+  dir.write("0001_t.sql", create_table(t) + body + "INSERT INTO " + t + " VALUES (1, 'a;b');\n");
+  auto r = sqllock::migrate_directory(c, dir.path(), options_for(unique_name("hist")));
+  ASSERT_EQ(r.applied.size(), 1u);
+  EXPECT_EQ(query(c, "SELECT note FROM " + t + " WHERE id = 1").at(0).as_text(0), "a;b;checked");
+}
+
 // A migration longer than the lease TTL: the watchdog keeps the lease on the servers; on SQLite
 // the migration's write lock keeps the watchdog from renewing, so the lease expires, and the runner
 // takes it again and goes on (nobody else could write meanwhile).

@@ -110,7 +110,7 @@ class Driver:
         self.v = Violations()
         self.events = []  # dicts: kind, t, pid, holding, t_end
         self.restarts = []  # (t_start, t_end)
-        self.faults = {k: 0 for k in ("kill", "kill_mid_tx", "stop", "conn_kill", "restart")}
+        self.faults = {k: 0 for k in ("kill", "kill_mid_tx", "stop", "conn_kill", "conn_kill_mid_tx", "restart")}
         self.inventory_kills = 0
         self.next_index = 1
         self.exited = []  # Proc objects that finished
@@ -230,7 +230,7 @@ class Driver:
             skews = {1: "+1h", 2: "-1h"}
         elif skew and not self.faketime_lib:
             self.notes.append("libfaketime not found: no skewed workers")
-        lock_kw = dict(ttl=o.ttl_ms, wait=o.wait_ms, slow_tx_pct=10 if self.backend == "sqlite" else 5)
+        lock_kw = dict(ttl=o.ttl_ms, wait=o.wait_ms, slow_tx_pct=10)
         slots = {s: self.spawn(s, "lock", skews.get(s), **lock_kw) for s in range(o.workers)}
         self.lock_procs_all = list(slots.values())
         self.skewed = len(skews)
@@ -238,7 +238,7 @@ class Driver:
         end = t0 + seconds
         kinds = [("kill", 3), ("stop", 2), ("kill_mid_tx", 2 if self.backend == "sqlite" else 1)]
         if self.backend != "sqlite":
-            kinds.append(("conn_kill", 2))
+            kinds += [("conn_kill", 2), ("conn_kill_mid_tx", 1)]
         restart_every = max(15.0, min(60.0, seconds / 3)) if (self.backend != "sqlite" and o.restart_cmd) else None
         next_restart = t0 + (restart_every or 0) * 0.8
         next_fault = t0 + 2.0
@@ -314,7 +314,7 @@ class Driver:
         return self.rng.choice(cands) if cands else None
 
     def inject(self, kind, slots):
-        if kind == "kill_mid_tx":
+        if kind in ("kill_mid_tx", "conn_kill_mid_tx"):
             # Wait a little for a worker inside its write transaction.
             limit = time.monotonic() + 2.0
             p = None
@@ -328,6 +328,13 @@ class Driver:
             if not p:
                 return
             holding = p.holding
+            if kind == "conn_kill_mid_tx":
+                t = now_us()
+                n = self.kill_connections(p)
+                if n:
+                    self.faults["conn_kill_mid_tx"] += 1
+                    self.events.append(dict(kind="conn_kill", sub="mid_tx", t=t, pid=p.pid, holding=holding, n=n))
+                return
             p.killed_by_us = True
             if self.signal(p, signal.SIGKILL):
                 self.faults["kill_mid_tx"] += 1

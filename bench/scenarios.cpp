@@ -669,9 +669,9 @@ void scenario_inventory(const config& cfg, report& rep) {
     std::vector<std::thread> ts;
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
-    const auto start = std::make_shared<std::int64_t>(0);
+    std::int64_t start = 0;
     for (int t = 0; t < threads; ++t) {
-      ts.emplace_back([&, t] {
+      ts.emplace_back([&] {
         samples lat;
         long ok = 0, retries = 0, exhausted = 0;
         try {
@@ -692,7 +692,6 @@ void scenario_inventory(const config& cfg, report& rep) {
           }
           ++ready;
           while (!go.load()) std::this_thread::yield();
-          (void)t;
           for (;;) {
             const auto t0 = now_ns();
             bool sold_out = false;
@@ -726,7 +725,10 @@ void scenario_inventory(const config& cfg, report& rep) {
                 auto tx = c->begin();
                 auto locked = tx.lock_rows({.table = "bench_stock", .key_column = "id", .keys = {std::int64_t{1}},
                                             .columns = {"qty"}});
-                if (!locked.acquired()) throw std::runtime_error("lock_rows (wait) returned not available");
+                if (!locked.acquired()) {  // a wait bound ran out (SQLite: the 5 s busy timeout): retry
+                  ++retries;
+                  continue;
+                }
                 if (locked.rows.at(0).as_int(0) < 1) {
                   tx.rollback();
                   break;
@@ -734,6 +736,9 @@ void scenario_inventory(const config& cfg, report& rep) {
                 tx.execute("UPDATE bench_stock SET qty = qty - 1 WHERE id = ?", {std::int64_t{1}});
                 tx.commit();
               } catch (const sqllock::retryable_error&) {
+                ++retries;
+                continue;
+              } catch (const sqllock::lock_not_available&) {
                 ++retries;
                 continue;
               }
@@ -754,13 +759,12 @@ void scenario_inventory(const config& cfg, report& rep) {
       });
     }
     while (ready.load() < threads && !failed.load()) std::this_thread::sleep_for(1ms);
-    *start = now_ns();
+    start = now_ns();
     go = true;
     for (auto& th : ts) th.join();
-    res.latency.elapsed_s = static_cast<double>(now_ns() - *start) / 1e9;
+    res.latency.elapsed_s = static_cast<double>(now_ns() - start) / 1e9;
     if (failed) throw std::runtime_error("inventory (" + kind + "): " + error);
-    res.final_qty = raw->query("SELECT qty FROM bench_stock WHERE id = 1").at(0).at(0).value_or("NULL");
-    (void)read_qty;
+    res.final_qty = raw->run(read_qty).at(0).at(0).value_or("NULL");
     return res;
   };
 

@@ -16,12 +16,13 @@ int main(int argc, char** argv) {
     sqllock::client_options options;
     options.require_schema = false;
     auto client = sqllock::connect(argv[1], options);
-    client.migrate();                              // the lock tables (idempotent)
-    sqllock::create_idempotency_table(client);     // the idempotency keys (idempotent)
+    client.migrate();                           // the lock tables (idempotent)
+    sqllock::create_idempotency_table(client);  // the idempotency keys (idempotent)
     {
       auto tx = client.begin();
-      tx.execute("CREATE TABLE IF NOT EXISTS example_stock (sku VARCHAR(64) PRIMARY KEY, qty BIGINT NOT NULL, "
-                 "version BIGINT NOT NULL DEFAULT 1)");
+      tx.execute(
+          "CREATE TABLE IF NOT EXISTS example_stock (sku VARCHAR(64) PRIMARY KEY, qty BIGINT NOT NULL, "
+          "version BIGINT NOT NULL DEFAULT 1)");
       tx.execute("DELETE FROM example_stock");
       tx.execute("INSERT INTO example_stock (sku, qty) VALUES ('mug', 3), ('tea', 10)");
       tx.commit();
@@ -43,8 +44,9 @@ int main(int argc, char** argv) {
     for (int attempt = 1; attempt <= 2; ++attempt) {  // the second is the "retry"
       auto r = sqllock::reserve(client, stock, items, order);
       std::cout << "order attempt " << attempt << ": "
-                << (r.applied() ? "applied" : r.outcome == sqllock::reserve_result::status::insufficient ? "insufficient"
-                                                                                                       : "not applied")
+                << (r.applied()                                                  ? "applied"
+                    : r.outcome == sqllock::reserve_result::status::insufficient ? "insufficient"
+                                                                                 : "not applied")
                 << (r.replayed ? " (replayed, nothing changed)" : "") << "\n";
     }
     auto too_many = sqllock::decrement(client, stock, std::string("mug"), 5);

@@ -68,7 +68,10 @@ struct names {
 };
 
 names quoted(dialect d, const stock_table& t, const reserve_options& o) {
-  names n{d, quote_identifier(t.table, d), quote_identifier(t.key_column, d), quote_identifier(t.quantity_column, d),
+  names n{d,
+          quote_identifier(t.table, d),
+          quote_identifier(t.key_column, d),
+          quote_identifier(t.quantity_column, d),
           o.strategy == stock_strategy::optimistic_cas ? quote_identifier(t.version_column, d) : std::string(),
           o.idempotency_key ? quote_identifier(o.idempotency_table, d) : std::string()};
   return n;
@@ -85,10 +88,14 @@ std::string request_hash(const stock_table& t, const std::vector<line>& lines) {
 
 const char* status_text(status s) {
   switch (s) {
-    case status::applied: return "applied";
-    case status::insufficient: return "insufficient";
-    case status::not_found: return "not_found";
-    case status::retries_exhausted: break;
+    case status::applied:
+      return "applied";
+    case status::insufficient:
+      return "insufficient";
+    case status::not_found:
+      return "not_found";
+    case status::retries_exhausted:
+      break;
   }
   return "retries_exhausted";
 }
@@ -153,8 +160,8 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
   const std::string select_qty = "SELECT " + n.qty + " FROM " + n.table + " WHERE " + n.key + " = ?";
   switch (strategy) {
     case stock_strategy::atomic_update: {
-      const std::string update = "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ? WHERE " + n.key +
-                                 " = ? AND " + n.qty + " >= ?";
+      const std::string update =
+          "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ? WHERE " + n.key + " = ? AND " + n.qty + " >= ?";
       for (const auto& l : lines) {
         const auto changed = tx.execute(update, {l.quantity, l.key, l.quantity});
         auto rows = tx.query(select_qty, {l.key});
@@ -168,9 +175,13 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
     case stock_strategy::for_update: {
       std::vector<value> keys;
       for (const auto& l : lines) keys.push_back(l.key);
-      auto locked = tx.lock_rows({.table = t.table, .key_column = t.key_column, .keys = keys,
-                                  .columns = {t.key_column, t.quantity_column}, .mode = lock_wait::wait,
-                                  .strength = lock_strength::update, .timeout = std::nullopt});
+      auto locked = tx.lock_rows({.table = t.table,
+                                  .key_column = t.key_column,
+                                  .keys = keys,
+                                  .columns = {t.key_column, t.quantity_column},
+                                  .mode = lock_wait::wait,
+                                  .strength = lock_strength::update,
+                                  .timeout = std::nullopt});
       if (!locked.acquired()) throw lock_not_available("reserve: the stock rows were not available in time");
       std::map<std::string, std::int64_t> found;
       for (const auto& row : locked.rows) found[row.as_text(0)] = row.as_int(1);
@@ -201,8 +212,11 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
       }
       for (std::size_t i = 0; i < lines.size(); ++i) {
         const auto& l = lines[i];
-        auto res = tx.cas({.table = t.table, .key = {{t.key_column, l.key}}, .version_column = t.version_column,
-                           .expected_version = rows[i].version, .set = {{t.quantity_column, rows[i].qty - l.quantity}}});
+        auto res = tx.cas({.table = t.table,
+                           .key = {{t.key_column, l.key}},
+                           .version_column = t.version_column,
+                           .expected_version = rows[i].version,
+                           .set = {{t.quantity_column, rows[i].qty - l.quantity}}});
         if (res.outcome == cas_result::status::missing) return failed(status::not_found, l);
         res.value();  // throws version_conflict: run again
         set_new(l, rows[i].qty - l.quantity);
@@ -226,9 +240,9 @@ void backoff(const reserve_options& o, int attempt) {
 std::optional<reserve_result> stored_outcome(client& c, const names& n, const reserve_options& o,
                                              const std::string& hash) {
   auto tx = c.begin(o.transaction);
-  auto rows = tx.query("SELECT request_hash, outcome, failed_item, available, quantities FROM " + n.idem +
-                           " WHERE idem_key = ?",
-                       {*o.idempotency_key});
+  auto rows = tx.query(
+      "SELECT request_hash, outcome, failed_item, available, quantities FROM " + n.idem + " WHERE idem_key = ?",
+      {*o.idempotency_key});
   tx.commit();
   if (rows.empty()) return std::nullopt;
   const auto& row = rows[0];
@@ -360,7 +374,8 @@ void create_idempotency_table(client& c, const std::string& table) {
       break;
     case dialect::mysql:
       ddl = "CREATE TABLE IF NOT EXISTS " + t +
-            " (idem_key VARBINARY(255) NOT NULL PRIMARY KEY, request_hash CHAR(64) NOT NULL, outcome VARCHAR(32) NOT NULL,"
+            " (idem_key VARBINARY(255) NOT NULL PRIMARY KEY, request_hash CHAR(64) NOT NULL, outcome VARCHAR(32) NOT "
+            "NULL,"
             " failed_item BIGINT NOT NULL DEFAULT 0, available BIGINT NOT NULL DEFAULT 0, quantities TEXT NOT NULL,"
             " created_at DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)) ENGINE=InnoDB";
       break;

@@ -66,8 +66,9 @@ bool history_exists(client& c, dialect d, const std::string& table) {
       break;
     case dialect::mysql:
       if (dot == std::string::npos) {
-        rows = tx.query("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
-                        {table});
+        rows = tx.query(
+            "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+            {table});
       } else {
         rows = tx.query("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?",
                         {table.substr(0, dot), table.substr(dot + 1)});
@@ -152,8 +153,7 @@ std::vector<std::string> statements_of(const migration_file& f, dialect d) {
 
 void check_lease(const lease_guard& lease, const migration_file& f) {
   if (lease.lost()) {
-    throw lease_lost("the migration lease '" + lease.name() + "' was lost before " + f.name +
-                     " committed; run again");
+    throw lease_lost("the migration lease '" + lease.name() + "' was lost before " + f.name + " committed; run again");
   }
 }
 
@@ -164,8 +164,9 @@ migration_record apply_transactional(client& c, dialect d, const std::string& t,
   as_migration_failure(f, "; nothing of it was applied (rolled back)", [&] {
     auto tx = c.begin();
     // The history row first: its primary key also stops any second writer of this version.
-    tx.execute("INSERT INTO " + t + " (version, name, checksum, status, duration_ms, applied_by) VALUES (?, ?, ?, ?, 0, ?)",
-               {f.version, f.name, f.checksum, std::string("applied"), rec.applied_by});
+    tx.execute(
+        "INSERT INTO " + t + " (version, name, checksum, status, duration_ms, applied_by) VALUES (?, ?, ?, ?, 0, ?)",
+        {f.version, f.name, f.checksum, std::string("applied"), rec.applied_by});
     const auto start = steady::now();
     for (const auto& s : statements) tx.execute(s);
     rec.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start).count();
@@ -188,8 +189,9 @@ migration_record apply_recorded(client& c, dialect d, const std::string& t, cons
   {
     // Committed before any DDL runs, so a crash leaves a visible "running" row.
     auto tx = c.begin();
-    tx.execute("INSERT INTO " + t + " (version, name, checksum, status, duration_ms, applied_by) VALUES (?, ?, ?, ?, 0, ?)",
-               {f.version, f.name, f.checksum, std::string("running"), rec.applied_by});
+    tx.execute(
+        "INSERT INTO " + t + " (version, name, checksum, status, duration_ms, applied_by) VALUES (?, ?, ?, ?, 0, ?)",
+        {f.version, f.name, f.checksum, std::string("running"), rec.applied_by});
     tx.commit();
   }
   std::string failure;
@@ -201,7 +203,8 @@ migration_record apply_recorded(client& c, dialect d, const std::string& t, cons
       rec.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start).count();
       if (o.before_commit) o.before_commit(f.version);
       // No lease check here: the DDL has committed already, so the truthful record is "applied".
-      tx.execute("UPDATE " + t + " SET status = 'applied', duration_ms = ?, applied_at = CURRENT_TIMESTAMP(6) WHERE version = ?",
+      tx.execute("UPDATE " + t +
+                     " SET status = 'applied', duration_ms = ?, applied_at = CURRENT_TIMESTAMP(6) WHERE version = ?",
                  {rec.duration_ms, f.version});
       tx.commit();
     });
@@ -368,8 +371,8 @@ migrate_report migrate_directory(client& c, const std::filesystem::path& dir, co
       }
       if (o.on_start) o.on_start(f->version, f->name);
       try {
-        migration_record rec = transactional_ddl(d) ? apply_transactional(c, d, t, *f, lease, o)
-                                                    : apply_recorded(c, d, t, *f, lease, o);
+        migration_record rec =
+            transactional_ddl(d) ? apply_transactional(c, d, t, *f, lease, o) : apply_recorded(c, d, t, *f, lease, o);
         report.applied.push_back(std::move(rec));
         report.current_version = f->version;
         progress = true;
@@ -400,8 +403,8 @@ migration_record resolve_migration(client& c, const std::filesystem::path& dir, 
   if (version <= 0) throw invalid_argument("resolve: the version must be positive");
   const dialect d = dialect_of(c);
   const migration_file* file = nullptr;
-  const auto files = resolution == migration_resolution::applied ? read_migration_directory(dir)
-                                                                 : std::vector<migration_file>{};
+  const auto files =
+      resolution == migration_resolution::applied ? read_migration_directory(dir) : std::vector<migration_file>{};
   for (const auto& f : files) {
     if (f.version == version) file = &f;
   }

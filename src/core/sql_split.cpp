@@ -68,7 +68,10 @@ struct word_tracker {
     if (d == dialect::sqlite) {
       // CREATE [TEMP|TEMPORARY] TRIGGER
       std::size_t i = 0;
-      if (i < words.size() && words[i] == "CREATE") ++i; else return false;
+      if (i < words.size() && words[i] == "CREATE")
+        ++i;
+      else
+        return false;
       if (i < words.size() && (words[i] == "TEMP" || words[i] == "TEMPORARY")) ++i;
       if (i < words.size() && words[i] == "TRIGGER") block = true;
     } else if (d == dialect::postgresql) {
@@ -117,7 +120,8 @@ std::vector<std::string> split_sql_statements(std::string_view script, dialect d
     const char c = script[i];
     // MySQL client's DELIMITER command: a line of its own, never sent to the server.
     if (d == dialect::mysql && at_line_start && (c == 'D' || c == 'd') && i + 9 <= n &&
-        iequals(script.substr(i, 9), "DELIMITER") && (i + 9 == n || std::isspace(static_cast<unsigned char>(script[i + 9])))) {
+        iequals(script.substr(i, 9), "DELIMITER") &&
+        (i + 9 == n || std::isspace(static_cast<unsigned char>(script[i + 9])))) {
       std::size_t eol = script.find('\n', i);
       if (eol == std::string_view::npos) eol = n;
       std::string arg = trim(script.substr(i + 9, eol - i - 9));

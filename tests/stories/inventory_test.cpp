@@ -31,7 +31,9 @@ class stock {
     }
   }
   sqllock::stock_table table() const { return {.table = name_}; }
-  std::int64_t qty(std::int64_t sku) { return query(c_, "SELECT qty FROM " + name_ + " WHERE sku = ?", {sku}).at(0).as_int(0); }
+  std::int64_t qty(std::int64_t sku) {
+    return query(c_, "SELECT qty FROM " + name_ + " WHERE sku = ?", {sku}).at(0).as_int(0);
+  }
 
  private:
   sqllock::client& c_;
@@ -50,9 +52,12 @@ class Inventory : public ::testing::TestWithParam<stock_strategy> {
 
 std::string strategy_name(const ::testing::TestParamInfo<stock_strategy>& info) {
   switch (info.param) {
-    case stock_strategy::atomic_update: return "atomic_update";
-    case stock_strategy::optimistic_cas: return "optimistic_cas";
-    case stock_strategy::for_update: return "for_update";
+    case stock_strategy::atomic_update:
+      return "atomic_update";
+    case stock_strategy::optimistic_cas:
+      return "optimistic_cas";
+    case stock_strategy::for_update:
+      return "for_update";
   }
   return "unknown";
 }

@@ -41,7 +41,8 @@ TEST(Migrate, AppliesPendingFilesInOrderAndRecordsHistory) {
   temp_dir dir;
   const auto a = unique_name("m_a"), b = unique_name("m_b"), cc = unique_name("m_c");
   dir.write("0001_create_a.sql", "-- first; with a semicolon in a comment\n" + create_table(a));
-  dir.write("0002_fill_a.sql", "INSERT INTO " + a + " VALUES (1, 'x;y');\nINSERT INTO " + a + " VALUES (2, 'it''s');\n");
+  dir.write("0002_fill_a.sql",
+            "INSERT INTO " + a + " VALUES (1, 'x;y');\nINSERT INTO " + a + " VALUES (2, 'it''s');\n");
   dir.write("README.md", "not a migration");
   dir.write("notes.sql", "not a migration either (no version)");
   auto o = options_for(unique_name("hist"));
@@ -206,8 +207,8 @@ TEST(Migrate, FailedMigration) {
   // The human finishes the change by hand and fixes the file, then resolves.
   exec(c, "CREATE TABLE no_such_table_" + b + " (x INT)");
   exec(c, "INSERT INTO no_such_table_" + b + " VALUES (1)");
-  dir.write("0002_b.sql", create_table(b) + "CREATE TABLE no_such_table_" + b + " (x INT);\nINSERT INTO no_such_table_" +
-                              b + " VALUES (1);\n");
+  dir.write("0002_b.sql", create_table(b) + "CREATE TABLE no_such_table_" + b +
+                              " (x INT);\nINSERT INTO no_such_table_" + b + " VALUES (1);\n");
   auto rec = sqllock::resolve_migration(c, dir.path(), 2, sqllock::migration_resolution::applied, o);
   EXPECT_EQ(rec.status, "resolved");
   auto r = sqllock::migrate_directory(c, dir.path(), o);
@@ -248,19 +249,26 @@ TEST(Migrate, BodiesWithSemicolonsRunWhole) {
   std::string body;
   switch (current_dialect()) {
     case sqllock::dialect::postgresql:
-      body = "CREATE FUNCTION " + hook + "() RETURNS trigger LANGUAGE plpgsql AS $fn$\n"
+      body = "CREATE FUNCTION " + hook +
+             "() RETURNS trigger LANGUAGE plpgsql AS $fn$\n"
              "BEGIN\n  NEW.note := NEW.note || ';checked';\n  RETURN NEW;\nEND\n$fn$;\n"
-             "CREATE TRIGGER " + hook + " BEFORE INSERT ON " + t + " FOR EACH ROW EXECUTE FUNCTION " + hook + "();\n";
+             "CREATE TRIGGER " +
+             hook + " BEFORE INSERT ON " + t + " FOR EACH ROW EXECUTE FUNCTION " + hook + "();\n";
       break;
     case sqllock::dialect::mysql:
-      body = "DELIMITER //\n"
-             "CREATE TRIGGER " + hook + " BEFORE INSERT ON " + t + " FOR EACH ROW\n"
-             "BEGIN\n  SET NEW.note = CONCAT(NEW.note, ';checked');\nEND//\n"
-             "DELIMITER ;\n";
+      body =
+          "DELIMITER //\n"
+          "CREATE TRIGGER " +
+          hook + " BEFORE INSERT ON " + t +
+          " FOR EACH ROW\n"
+          "BEGIN\n  SET NEW.note = CONCAT(NEW.note, ';checked');\nEND//\n"
+          "DELIMITER ;\n";
       break;
     case sqllock::dialect::sqlite:
-      body = "CREATE TRIGGER " + hook + " AFTER INSERT ON " + t + " BEGIN\n"
-             "  UPDATE " + t + " SET note = note || ';checked' WHERE id = NEW.id;\nEND;\n";
+      body = "CREATE TRIGGER " + hook + " AFTER INSERT ON " + t +
+             " BEGIN\n"
+             "  UPDATE " +
+             t + " SET note = note || ';checked' WHERE id = NEW.id;\nEND;\n";
       break;
   }
   dir.write("0001_t.sql", create_table(t) + body + "INSERT INTO " + t + " VALUES (1, 'a;b');\n");
@@ -299,8 +307,10 @@ TEST(MigrateCommand, FourProcessesApplyEachMigrationOnceInOrder) {
   temp_dir dir;
   const auto log = unique_name("m_log");
   const auto history = unique_name("hist");
-  dir.write("0001_log.sql", "CREATE TABLE " + log + " (v INTEGER PRIMARY KEY, pos INTEGER NOT NULL);\n"
-                            "INSERT INTO " + log + " (v, pos) SELECT 1, COUNT(*) FROM " + log + ";\n");
+  dir.write("0001_log.sql", "CREATE TABLE " + log +
+                                " (v INTEGER PRIMARY KEY, pos INTEGER NOT NULL);\n"
+                                "INSERT INTO " +
+                                log + " (v, pos) SELECT 1, COUNT(*) FROM " + log + ";\n");
   for (int v = 2; v <= 6; ++v) {
     char name[32];
     std::snprintf(name, sizeof name, "%04d_step.sql", v);
@@ -348,9 +358,9 @@ TEST(MigrateCommand, KilledMigratorLeavesNoStuckLockAndNoHalfMigration) {
   args.push_back(backend().url);
   temp_dir scratch;
   const auto marker = scratch.path() / "inside-2";
-  auto first = sqlite ? std::make_unique<cli_process>("migrate_pause",
-                                                     std::vector<std::string>{dir.path().string(), history, "2000",
-                                                                              "30000", marker.string()})
+  auto first = sqlite ? std::make_unique<cli_process>(
+                            "migrate_pause",
+                            std::vector<std::string>{dir.path().string(), history, "2000", "30000", marker.string()})
                       : std::make_unique<cli_process>(args);
   auto o = options_for(history);
   const auto deadline = std::chrono::steady_clock::now() + 20s;

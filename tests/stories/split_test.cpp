@@ -37,8 +37,8 @@ TEST(Split, MysqlBackslashesBackticksHashAndDelimiter) {
       "delimiter ;\n"
       "CALL p();\n";
   EXPECT_EQ(split_sql_statements(proc, dialect::mysql),
-            (list{"CREATE TABLE t (x INT)", "CREATE PROCEDURE p() BEGIN INSERT INTO t VALUES (1); INSERT INTO t VALUES (2); END",
-                  "CALL p()"}));
+            (list{"CREATE TABLE t (x INT)",
+                  "CREATE PROCEDURE p() BEGIN INSERT INTO t VALUES (1); INSERT INTO t VALUES (2); END", "CALL p()"}));
   // In PostgreSQL, a backslash in a plain string is an ordinary character.
   EXPECT_EQ(split_sql_statements("SELECT 'a\\'; SELECT 2", dialect::postgresql), (list{"SELECT 'a\\'", "SELECT 2"}));
   EXPECT_EQ(split_sql_statements("SELECT E'a\\';b'; SELECT 2", dialect::postgresql),
@@ -57,9 +57,10 @@ TEST(Split, PostgresqlDollarQuotingAndNestedComments) {
   const std::string atomic =
       "CREATE FUNCTION h() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; SELECT CASE WHEN true THEN 2 END; END;\n"
       "SELECT 3;";
-  EXPECT_EQ(split_sql_statements(atomic, dialect::postgresql),
-            (list{"CREATE FUNCTION h() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; SELECT CASE WHEN true THEN 2 END; END",
-                  "SELECT 3"}));
+  EXPECT_EQ(
+      split_sql_statements(atomic, dialect::postgresql),
+      (list{"CREATE FUNCTION h() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; SELECT CASE WHEN true THEN 2 END; END",
+            "SELECT 3"}));
 }
 
 TEST(Split, SqliteTriggerBodies) {
@@ -70,9 +71,11 @@ TEST(Split, SqliteTriggerBodies) {
       "INSERT INTO a VALUES (1);";
   EXPECT_EQ(split_sql_statements(trg, dialect::sqlite),
             (list{"CREATE TABLE a (x)",
-                  "CREATE TEMP TRIGGER tr AFTER INSERT ON a BEGIN INSERT INTO b VALUES (new.x); UPDATE c SET n = CASE WHEN n > 0 THEN n ELSE 0 END; END",
+                  "CREATE TEMP TRIGGER tr AFTER INSERT ON a BEGIN INSERT INTO b VALUES (new.x); UPDATE c SET n = CASE "
+                  "WHEN n > 0 THEN n ELSE 0 END; END",
                   "INSERT INTO a VALUES (1)"}));
-  EXPECT_EQ(split_sql_statements("SELECT [a;b] FROM t; SELECT 2", dialect::sqlite), (list{"SELECT [a;b] FROM t", "SELECT 2"}));
+  EXPECT_EQ(split_sql_statements("SELECT [a;b] FROM t; SELECT 2", dialect::sqlite),
+            (list{"SELECT [a;b] FROM t", "SELECT 2"}));
 }
 
 TEST(Split, UnterminatedIsAnErrorWithTheLine) {

@@ -12,9 +12,9 @@
 #include <iostream>
 #include <random>
 
-#include "sqllock/migrations.hpp"
 #include <sstream>
 #include <thread>
+#include "sqllock/migrations.hpp"
 
 namespace stories {
 namespace {
@@ -111,8 +111,11 @@ bool table_exists(sqllock::client& c, const std::string& table) {
     case sqllock::dialect::postgresql:
       return query(c, "SELECT CASE WHEN to_regclass(?) IS NULL THEN 0 ELSE 1 END", {table}).at(0).as_int(0) == 1;
     case sqllock::dialect::mysql:
-      return query(c, "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
-                   {table}).at(0).as_int(0) == 1;
+      return query(c,
+                   "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+                   {table})
+                 .at(0)
+                 .as_int(0) == 1;
     case sqllock::dialect::sqlite:
       break;
   }

@@ -34,8 +34,7 @@ sqllock::dialect current_dialect();
 
 /// Run one statement in its own transaction; query returns the rows.
 void exec(sqllock::client& c, const std::string& sql, const std::vector<sqllock::value>& params = {});
-sqllock::result_rows query(sqllock::client& c, const std::string& sql,
-                           const std::vector<sqllock::value>& params = {});
+sqllock::result_rows query(sqllock::client& c, const std::string& sql, const std::vector<sqllock::value>& params = {});
 bool table_exists(sqllock::client& c, const std::string& table);
 
 /// A fresh temporary directory, removed at scope end.

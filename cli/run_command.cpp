@@ -175,6 +175,9 @@ void mark_close_on_exec_except(const std::set<int>& keep) {
   }
 }
 
+/// The signal mask CMD starts with: sqllock's own at startup, whatever sqllock blocks later.
+sigset_t command_signal_mask;
+
 /// Give the terminal's foreground to `pgid`; SIGTTOU is blocked so a background caller may do it.
 void set_terminal_foreground(pid_t pgid) {
   sigset_t ttou, old;
@@ -259,7 +262,7 @@ started_child start_child(std::vector<std::string> command, std::vector<std::str
     ::prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (::getppid() != parent) ::_exit(exit_code::lease_lost);  // sqllock already died
 #endif
-    ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    ::sigprocmask(SIG_SETMASK, &command_signal_mask, nullptr);
     ::execvpe(argv[0], argv.data(), envp.data());
     const int err = errno;
     [[maybe_unused]] const ssize_t n = ::write(status_pipe[1], &err, sizeof err);
@@ -320,6 +323,16 @@ int run_run(const common_options& common, const run_options& options) {
   // Before the library opens anything: what CMD may inherit.
   const std::set<int> inherited_fds = open_descriptors();
   const bool take_terminal = ::isatty(STDIN_FILENO) == 1 && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+  ::pthread_sigmask(SIG_SETMASK, nullptr, &command_signal_mask);
+  if (take_terminal) {
+    // Once CMD has the terminal, sqllock is in the background: with `stty tostop` a message
+    // written then would stop it (SIGTTOU). Blocked here, before the library starts its threads,
+    // so that every thread inherits the block; CMD gets the original mask.
+    sigset_t ttou;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    ::pthread_sigmask(SIG_BLOCK, &ttou, nullptr);
+  }
 
   wake_pipe pipe;
   signal_handlers handlers(take_terminal);

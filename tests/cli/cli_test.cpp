@@ -717,14 +717,48 @@ TEST_F(cli, ctrl_c_on_the_terminal_reaches_the_command_once) {
   const std::string inner =
       cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh") + "; echo $? > " + path("rc");
   // Type Ctrl-C on the terminal once CMD runs; keep the terminal open a little longer.
-  write_file("outer.sh", "(while [ ! -s " + path("started") +
-                             " ]; do sleep 0.05; done; printf '\\003'; sleep 1) | script -qec '" + inner +
-                             "' /dev/null\n");
+  write_file("outer.sh",
+             "(n=0; while [ ! -s " + path("started") +
+                 " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done; printf '\\003'; sleep 1) | script -qec '" +
+                 inner + "' /dev/null\n");
   const auto r = run_process({"/bin/sh", path("outer.sh")});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(trimmed_file("ints"), "int") << "exactly one SIGINT, delivered by the terminal";
   EXPECT_EQ(trimmed_file("rc"), "5");
   EXPECT_EQ(status_json().items.size(), 0u);
+}
+
+TEST_F(cli, messages_while_the_command_has_the_terminal_do_not_stop_sqllock) {
+  // With `stty tostop`, a background job writing to the terminal gets SIGTTOU. sqllock is in the
+  // background while CMD has the terminal, and must still report a lost lease and exit 76. An
+  // interactive bash makes sqllock a job of its own (a process group that is not orphaned, where
+  // the kernel would really send SIGTTOU).
+  const std::string run = cli_path() + " run --url " + url_ +
+                          " --name tty --ttl 2s --grace 200ms -- /bin/sh -c \"echo x > " + path("started") +
+                          "; exec sleep 30\"";
+  write_file("feed.sh",
+             "sleep 0.3\n"
+             "printf '%s\\n' 'stty tostop; " +
+                 run + "; echo $? > " + path("rc") +
+                 "'\n"
+                 "n=0; while [ ! -s " +
+                 path("rc") +
+                 " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done\n"
+                 "printf 'exit\\n'; sleep 0.2\n");
+  auto p = std::make_unique<background_process>(
+      std::vector<std::string>{"/bin/sh", "-c",
+                               "/bin/sh " + path("feed.sh") + " | script -qec 'bash --norc --noprofile -i' /dev/null"},
+      process_options{});
+  if (!wait_for_file(path("started"))) {
+    write_file("rc", "x");  // ends the feed
+    const auto failed = p->wait(5s);
+    FAIL() << "CMD did not start: " << failed.out << failed.err;
+  }
+  EXPECT_EQ(sqllock({"release", "--url", url_, "--name", "tty", "--force"}).exit_code, 0);
+  ASSERT_TRUE(wait_for_file(path("rc")));
+  EXPECT_EQ(trimmed_file("rc"), "76");
+  const auto r = p->wait(10s);
+  EXPECT_NE(r.out.find("sending SIGTERM"), std::string::npos) << "written while in the background: " << r.out;
 }
 
 TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
@@ -739,9 +773,9 @@ TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
              "printf '%s\\n' '" +
                  run +
                  "'\n"
-                 "while [ ! -s " +
+                 "n=0; while [ ! -s " +
                  path("started") +
-                 " ]; do sleep 0.05; done\n"
+                 " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done\n"
                  "sleep 0.2; printf '\\032'; sleep 0.5\n"
                  "printf '%s\\n' 'jobs > " +
                  path("jobs") + "; " + status + " > " + path("status") +
@@ -750,9 +784,9 @@ TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
                  path("rc") +
                  "\\n'\n"
                  "sleep 0.5; printf '\\003'\n"
-                 "while [ ! -s " +
+                 "n=0; while [ ! -s " +
                  path("rc") +
-                 " ]; do sleep 0.05; done\n"
+                 " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done\n"
                  "printf 'exit\\n'; sleep 0.2\n");
   const auto r = run_process(
       {"/bin/sh", "-c", "/bin/sh " + path("feed.sh") + " | script -qec 'bash --norc --noprofile -i' /dev/null"});

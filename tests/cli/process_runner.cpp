@@ -38,7 +38,10 @@ background_process::background_process(const std::vector<std::string>& argv, con
   started_ = std::chrono::steady_clock::now();
   pid_ = ::fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ > 0) ::setpgid(pid_, 0);  // also here, so the group exists before anyone signals it
   if (pid_ == 0) {
+    // A process group of its own, so that the destructor can kill helpers' subshells as well.
+    ::setpgid(0, 0);
     ::unsetenv("SQLLOCK_URL");
     for (const auto& [k, v] : options.env) ::setenv(k.c_str(), v.c_str(), 1);
     if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) ::_exit(200);
@@ -63,10 +66,13 @@ background_process::background_process(const std::vector<std::string>& argv, con
 }
 
 background_process::~background_process() {
-  if (!reaped_ && pid_ > 0) {
-    ::kill(pid_, SIGKILL);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
+  if (pid_ > 0) {
+    ::kill(-pid_, SIGKILL);  // stragglers of the group too (ESRCH when none are left)
+    if (!reaped_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
   }
   ::unlink(out_path_.c_str());
   ::unlink(err_path_.c_str());
@@ -81,6 +87,7 @@ process_result background_process::wait(std::chrono::milliseconds timeout) {
     if (r == pid_) break;
     if (std::chrono::steady_clock::now() >= deadline) {
       ADD_FAILURE() << "process " << pid_ << " still running after " << timeout.count() << " ms; killing it";
+      ::kill(-pid_, SIGKILL);
       ::kill(pid_, SIGKILL);
       ::waitpid(pid_, &status, 0);
       break;

@@ -159,7 +159,23 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
   };
   const std::string select_qty = "SELECT " + n.qty + " FROM " + n.table + " WHERE " + n.key + " = ?";
   switch (strategy) {
-    case stock_strategy::atomic_update: {
+    case stock_strategy::atomic_update:
+    case stock_strategy::for_update: {
+      if (strategy == stock_strategy::for_update) {
+        // Lock every row first, in the database's key order (the same for every caller), then
+        // decrement. The conditional update below re-checks each quantity with the database's own
+        // key comparison (a case-insensitive collation may fold two request keys into one row).
+        std::vector<value> keys;
+        for (const auto& l : lines) keys.push_back(l.key);
+        auto locked = tx.lock_rows({.table = t.table,
+                                    .key_column = t.key_column,
+                                    .keys = keys,
+                                    .columns = {t.key_column},
+                                    .mode = lock_wait::wait,
+                                    .strength = lock_strength::update,
+                                    .timeout = std::nullopt});
+        if (!locked.acquired()) throw lock_not_available("reserve: the stock rows were not available in time");
+      }
       const std::string update =
           "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ? WHERE " + n.key + " = ? AND " + n.qty + " >= ?";
       for (const auto& l : lines) {
@@ -169,31 +185,6 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
         const auto q = rows[0].as_int(0);
         if (changed < 1) return failed(status::insufficient, l, q);
         set_new(l, q);
-      }
-      return r;
-    }
-    case stock_strategy::for_update: {
-      std::vector<value> keys;
-      for (const auto& l : lines) keys.push_back(l.key);
-      auto locked = tx.lock_rows({.table = t.table,
-                                  .key_column = t.key_column,
-                                  .keys = keys,
-                                  .columns = {t.key_column, t.quantity_column},
-                                  .mode = lock_wait::wait,
-                                  .strength = lock_strength::update,
-                                  .timeout = std::nullopt});
-      if (!locked.acquired()) throw lock_not_available("reserve: the stock rows were not available in time");
-      std::map<std::string, std::int64_t> found;
-      for (const auto& row : locked.rows) found[row.as_text(0)] = row.as_int(1);
-      for (const auto& l : lines) {
-        auto it = found.find(l.key_text);
-        if (it == found.end()) return failed(status::not_found, l);
-        if (it->second < l.quantity) return failed(status::insufficient, l, it->second);
-      }
-      const std::string update = "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ? WHERE " + n.key + " = ?";
-      for (const auto& l : lines) {
-        tx.execute(update, {l.quantity, l.key});
-        set_new(l, found[l.key_text] - l.quantity);
       }
       return r;
     }

@@ -195,7 +195,17 @@ void scenario_uncontended(const config& cfg, report& rep) {
     g->release();
   }, {}};
 
-  std::vector<variant*> vs{&v_sqllock, &v_select, &v_shed, &v_silent};
+  // And without the watchdog (auto_renew=false): how much the renewal bookkeeping and its
+  // thread's wake-up on every acquire cost.
+  sqllock::lease_options no_renew;
+  no_renew.auto_renew = false;
+  variant v_norenew{"sqllock, auto_renew=false", [&](long i) {
+    auto g = c.try_acquire(pfx + "r" + std::to_string(i), no_renew);
+    if (!g) throw std::runtime_error("uncontended try_acquire failed");
+    g->release();
+  }, {}};
+
+  std::vector<variant*> vs{&v_sqllock, &v_select, &v_shed, &v_silent, &v_norenew};
   if (native_lock >= 0) vs.push_back(&v_native);
   // And the ShedLock-style pair on such a connection: the floor of any one-row table lock there.
   std::unique_ptr<raw_db> raw_async;
@@ -241,6 +251,8 @@ void scenario_uncontended(const config& cfg, report& rep) {
              v_select.s.median_ms(), std::nullopt, "", std::nullopt, "diagnostic: the floor of a one-row table lock"});
   }
   rep.add({sc, "acquire+release p50, notifications=false", "ms", v_silent.s.median_ms(), v_shed.name,
+           v_shed.s.median_ms()});
+  rep.add({sc, "acquire+release p50, auto_renew=false", "ms", v_norenew.s.median_ms(), v_shed.name,
            v_shed.s.median_ms()});
   rep.add({sc, "acquire+release p99", "ms", v_sqllock.s.pct_ms(99), v_shed.name, v_shed.s.pct_ms(99)});
   rep.add({sc, "acquire+release ops/s", "ops/s", v_sqllock.s.rate(), v_shed.name, v_shed.s.rate()});

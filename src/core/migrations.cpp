@@ -143,12 +143,50 @@ void as_migration_failure(const migration_file& f, const std::string& suffix, Fn
   }
 }
 
+// The first two words of a statement, upper-cased, after leading comments.
+std::pair<std::string, std::string> leading_words(std::string_view s) {
+  std::size_t i = 0;
+  std::string words[2];
+  for (auto& w : words) {
+    for (;;) {
+      while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+      if (s.compare(i, 2, "--") == 0 || (i < s.size() && s[i] == '#')) {
+        i = s.find('\n', i);
+        if (i == std::string_view::npos) i = s.size();
+      } else if (s.compare(i, 2, "/*") == 0) {
+        i = s.find("*/", i + 2);
+        i = i == std::string_view::npos ? s.size() : i + 2;
+      } else {
+        break;
+      }
+    }
+    while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) {
+      w += static_cast<char>(std::toupper(static_cast<unsigned char>(s[i])));
+      ++i;
+    }
+  }
+  return {words[0], words[1]};
+}
+
 std::vector<std::string> statements_of(const migration_file& f, dialect d) {
+  std::vector<std::string> statements;
   try {
-    return split_sql_statements(f.text, d);
+    statements = split_sql_statements(f.text, d);
   } catch (const invalid_argument& e) {
     throw invalid_argument("migration " + f.name + ": " + e.what());
   }
+  if (transactional_ddl(d)) {
+    // The runner wraps each file in one transaction; a COMMIT inside would break "all or nothing".
+    for (const auto& s : statements) {
+      const auto [first, second] = leading_words(s);
+      if (first == "BEGIN" || first == "START" || first == "COMMIT" || first == "END" || first == "ABORT" ||
+          (first == "ROLLBACK" && second != "TO")) {
+        throw invalid_argument("migration " + f.name + ": remove the transaction statement '" + first +
+                               "': sqllock runs each migration file in one transaction of its own");
+      }
+    }
+  }
+  return statements;
 }
 
 void check_lease(const lease_guard& lease, const migration_file& f) {
@@ -361,6 +399,7 @@ migrate_report migrate_directory(client& c, const std::filesystem::path& dir, co
     lease_guard lease = take_lease(c, o);
     report.fencing_token = lease.fencing_token();
     const auto pending = plan(c, d, dir, files, o, report);
+    for (const auto* f : pending) (void)statements_of(*f, d);  // a bad file stops the run before any applies
     bool lost = false;
     bool progress = false;
     for (const auto* f : pending) {

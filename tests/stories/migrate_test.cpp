@@ -147,6 +147,19 @@ TEST(Migrate, BadFilesAndNamesAreInvalidArguments) {
     EXPECT_THROW(sqllock::read_migration_directory(dir.path()), sqllock::invalid_argument);
   }
   EXPECT_THROW(sqllock::read_migration_directory("/nonexistent/dir"), sqllock::invalid_argument);
+  if (current_dialect() != sqllock::dialect::mysql) {
+    // Each file already runs in one transaction: transaction control inside it is refused.
+    temp_dir tx_dir;
+    const auto t = unique_name("m_t");
+    tx_dir.write("0001_a.sql", "/* wrapped */ BEGIN;\n" + create_table(t) + "COMMIT;\n");
+    try {
+      sqllock::migrate_directory(c, tx_dir.path(), options_for(unique_name("hist")));
+      FAIL() << "no error";
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("0001_a.sql"), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(table_exists(c, t));
+  }
   temp_dir dir;
   migrate_options o;
   o.history_table = "bad name; DROP TABLE x";

@@ -402,6 +402,55 @@ TEST_F(PostgreSQL, AHungRenewalDoesNotKeepALeaseBelievedHeld) {
   again.release();
 }
 
+TEST_F(PostgreSQL, AReleaseLostWithTheConnectionIsSentAgainExactlyOnce) {
+  const std::string app = unique("release_victim");
+  auto c = sqllock::connect(with_param(url(), "application_name=" + app));
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  const std::string db = admin.run("SELECT current_database()");
+  struct unlock_db {
+    pg_handle& admin;
+    std::string db;
+    ~unlock_db() { admin.run("ALTER DATABASE \"" + db + "\" CONNECTION LIMIT -1"); }
+  } restore{admin, db};
+
+  const std::string name = unique("pg_release_lost");
+  auto outer = c.acquire_for(name, 5s, {.ttl = 30s});
+  auto inner = c.acquire_for(name, 5s, {.ttl = 30s});
+  ASSERT_EQ(inner.hold_count(), 2);
+  const auto token = outer.fencing_token();
+
+  // The inner release fails: the connection is gone and no new one is allowed.
+  admin.run("ALTER DATABASE \"" + db + "\" CONNECTION LIMIT 0");
+  admin.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '" + app + "'");
+  std::this_thread::sleep_for(100ms);
+  EXPECT_THROW(inner.release(), sqllock::connection_lost);
+  admin.run("ALTER DATABASE \"" + db + "\" CONNECTION LIMIT -1");
+
+  // The next lease statement sends it again first: the row is back to the outer hold.
+  auto info = c.inspect(name);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->hold_count, 1);
+  EXPECT_EQ(info->fencing_token, token);
+  outer.release();
+  EXPECT_FALSE(c.inspect(name).has_value());
+
+  // Same with the only hold: the next acquisition is a new one (greater token, hold count 1).
+  auto g = c.acquire_for(name, 5s, {.ttl = 30s});
+  const auto token2 = g.fencing_token();
+  EXPECT_GT(token2, token);
+  admin.run("ALTER DATABASE \"" + db + "\" CONNECTION LIMIT 0");
+  admin.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '" + app + "'");
+  std::this_thread::sleep_for(100ms);
+  EXPECT_THROW(g.release(), sqllock::connection_lost);
+  admin.run("ALTER DATABASE \"" + db + "\" CONNECTION LIMIT -1");
+  auto again = c.acquire_for(name, 5s, {.ttl = 30s});
+  EXPECT_GT(again.fencing_token(), token2);
+  EXPECT_EQ(again.hold_count(), 1);
+  again.release();
+  EXPECT_FALSE(c.inspect(name).has_value());
+}
+
 // ---- row locks ----
 
 TEST_F(PostgreSQL, RowLocksNowaitSkipLockedAndTimeoutAreTypedResults) {

@@ -11,6 +11,10 @@
 #include "sqllock/error.hpp"
 
 namespace sqllock {
+namespace detail {
+std::vector<std::string> split_sql(std::string_view script, dialect d, std::vector<bool>* bare_placeholders);
+}  // namespace detail
+
 namespace {
 
 using steady = std::chrono::steady_clock;
@@ -170,10 +174,22 @@ std::pair<std::string, std::string> leading_words(std::string_view s) {
 
 std::vector<std::string> statements_of(const migration_file& f, dialect d) {
   std::vector<std::string> statements;
+  std::vector<bool> placeholders;
   try {
-    statements = split_sql_statements(f.text, d);
+    statements = detail::split_sql(f.text, d, &placeholders);
   } catch (const invalid_argument& e) {
     throw invalid_argument("migration " + f.name + ": " + e.what());
+  }
+  for (std::size_t i = 0; i < statements.size(); ++i) {
+    if (placeholders[i]) {
+      throw invalid_argument("migration " + f.name + ", statement " + std::to_string(i + 1) +
+                             ": a `?` outside quotes would be taken for a bind placeholder (statements run "
+                             "through the binding path)" +
+                             (d == dialect::postgresql
+                                  ? "; for the jsonb operators use jsonb_exists(), jsonb_exists_any(), "
+                                    "jsonb_exists_all(), or put the code in a dollar-quoted function body"
+                                  : ""));
+    }
   }
   if (transactional_ddl(d)) {
     // The runner wraps each file in one transaction; a COMMIT inside would break "all or nothing".

@@ -97,8 +97,13 @@ struct word_tracker {
 
 }  // namespace
 
-std::vector<std::string> split_sql_statements(std::string_view script, dialect d) {
+namespace detail {
+
+// The splitter; `bare_placeholders`, if given, gets for each statement whether it has a `?`
+// outside quotes and comments (which the binding path would take for a placeholder).
+std::vector<std::string> split_sql(std::string_view script, dialect d, std::vector<bool>* bare_placeholders) {
   std::vector<std::string> out;
+  bool question = false;
   const std::size_t n = script.size();
   std::string delimiter = ";";
   std::size_t start = 0;      // start of the current statement
@@ -109,9 +114,13 @@ std::vector<std::string> split_sql_statements(std::string_view script, dialect d
   auto emit = [&](std::size_t end) {
     if (has_code) {
       std::string s = trim(script.substr(start, end - start));
-      if (!s.empty()) out.push_back(std::move(s));
+      if (!s.empty()) {
+        out.push_back(std::move(s));
+        if (bare_placeholders) bare_placeholders->push_back(question);
+      }
     }
     has_code = false;
+    question = false;
     words = {};
   };
 
@@ -227,10 +236,17 @@ std::vector<std::string> split_sql_statements(std::string_view script, dialect d
       i = j;
       continue;
     }
+    if (c == '?') question = true;
     ++i;
   }
   emit(n);
   return out;
+}
+
+}  // namespace detail
+
+std::vector<std::string> split_sql_statements(std::string_view script, dialect d) {
+  return detail::split_sql(script, d, nullptr);
 }
 
 }  // namespace sqllock

@@ -147,6 +147,17 @@ TEST(Migrate, BadFilesAndNamesAreInvalidArguments) {
     EXPECT_THROW(sqllock::read_migration_directory(dir.path()), sqllock::invalid_argument);
   }
   EXPECT_THROW(sqllock::read_migration_directory("/nonexistent/dir"), sqllock::invalid_argument);
+  {
+    // A bare `?` would be a bind placeholder: refused up front, naming the file and statement.
+    temp_dir q_dir;
+    q_dir.write("0001_q.sql", "SELECT 'what?' /* ? */;\nSELECT 1 WHERE 1 = ?;\n");
+    try {
+      sqllock::migrate_directory(c, q_dir.path(), options_for(unique_name("hist")));
+      FAIL() << "no error";
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("0001_q.sql, statement 2"), std::string::npos) << e.what();
+    }
+  }
   if (current_dialect() != sqllock::dialect::mysql) {
     // Each file already runs in one transaction: transaction control inside it is refused.
     temp_dir tx_dir;

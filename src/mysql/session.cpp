@@ -2,6 +2,7 @@
 #include <cppconn/connection.h>
 #include <cppconn/exception.h>
 
+#include <algorithm>
 #include <set>
 
 #include "mysql/mysql_internal.hpp"

@@ -3,10 +3,11 @@
 #
 #   bash bench/run.sh [--quick] [--out DIR] [--stock N]
 #
-# Servers: reuses SQLLOCK_TEST_POSTGRESQL_URL / SQLLOCK_TEST_MYSQL_URL when exported, otherwise
-# starts throwaway ones with scripts/postgresql-server.sh / scripts/mariadb-server.sh and stops
-# them at the end. Builds in build/bench. Exits non-zero only on a real failure (a build error,
-# a crash, an oversell or broken exclusion); a missed speed target is printed as MISSED.
+# Builds in build/bench. Servers: reuses SQLLOCK_TEST_POSTGRESQL_URL / SQLLOCK_TEST_MYSQL_URL when
+# exported, otherwise starts throwaway ones (scripts/postgresql-server.sh, scripts/mariadb-server.sh)
+# for the backends that were built, and stops them at the end. Exits non-zero only on a real
+# failure (a build error, a crash, an oversell, broken exclusion); a missed speed target is
+# printed as MISSED.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 quick=0
@@ -17,7 +18,7 @@ while [[ $# -gt 0 ]]; do
     --quick) quick=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
     --stock) stock=(--stock "${2:?--stock needs a number}"); shift ;;
-    -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -27,6 +28,15 @@ out=$(cd "$out" && pwd)
 build=$root/build/bench
 jobs=${SQLLOCK_JOBS:-2}
 started=$(date +%s)
+
+# ---- build ------------------------------------------------------------------------------------
+generator=()
+command -v ninja >/dev/null 2>&1 && [[ ! -f "$build/CMakeCache.txt" || -f "$build/build.ninja" ]] && generator=(-G Ninja)
+cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSQLLOCK_BUILD_BENCH=ON \
+  -DSQLLOCK_BUILD_TESTS=OFF -DSQLLOCK_BUILD_CLI=OFF -DSQLLOCK_BUILD_EXAMPLES=OFF -DSQLLOCK_INSTALL=OFF >&2
+cmake --build "$build" -j "$jobs" --target sqllock_bench >&2
+bin=$build/bench/sqllock_bench
+built=$(date +%s)
 
 # ---- servers ----------------------------------------------------------------------------------
 work=""
@@ -38,30 +48,24 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
-need_server() { [[ -z "${!1:-}" ]]; }
-if need_server SQLLOCK_TEST_POSTGRESQL_URL || need_server SQLLOCK_TEST_MYSQL_URL; then
+backends=$("$bin" backends)
+need_server() {  # need_server VAR BACKEND: the backend is built and no URL was exported
+  [[ -z "${!1:-}" ]] && grep -qx "$2" <<<"$backends"
+}
+if need_server SQLLOCK_TEST_POSTGRESQL_URL postgresql || need_server SQLLOCK_TEST_MYSQL_URL mysql; then
   work=$(mktemp -d /tmp/sqllock-bench-servers.XXXXXX)
   chmod 755 "$work"
 fi
-if need_server SQLLOCK_TEST_POSTGRESQL_URL; then
+if need_server SQLLOCK_TEST_POSTGRESQL_URL postgresql; then
   "$root/scripts/postgresql-server.sh" start "$work/pg" >&2
   # shellcheck disable=SC1091
   source "$work/pg/env.sh"
 fi
-if need_server SQLLOCK_TEST_MYSQL_URL; then
+if need_server SQLLOCK_TEST_MYSQL_URL mysql; then
   "$root/scripts/mariadb-server.sh" start "$work/my" >&2
   # shellcheck disable=SC1091
   source "$work/my/env.sh"
 fi
-
-# ---- build ------------------------------------------------------------------------------------
-generator=()
-command -v ninja >/dev/null 2>&1 && [[ ! -f "$build/CMakeCache.txt" || -f "$build/build.ninja" ]] && generator=(-G Ninja)
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSQLLOCK_BUILD_BENCH=ON \
-  -DSQLLOCK_BUILD_TESTS=OFF -DSQLLOCK_BUILD_CLI=OFF -DSQLLOCK_BUILD_EXAMPLES=OFF -DSQLLOCK_INSTALL=OFF >&2
-cmake --build "$build" -j "$jobs" --target sqllock_bench >&2
-bin=$build/bench/sqllock_bench
-built=$(date +%s)
 
 # ---- run --------------------------------------------------------------------------------------
 mode=full
@@ -72,7 +76,7 @@ rm -f "$out"/*.json "$out"/handoff-*.dat "$out"/tables.md
 status=0
 echo "## sqllock benchmarks ($mode mode, $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores)"
 echo
-for backend in $("$bin" backends); do
+for backend in $backends; do
   admin=()
   case $backend in
     sqlite)

@@ -69,6 +69,22 @@ TEST(Waiting, ZeroTimeoutIsASingleTry) {
   EXPECT_LE(b.statement_count() - before, 2u);
 }
 
+TEST(Waiting, AcquireForWithZeroTimeoutTriesOnceAndNamesTheHolder) {
+  auto a = make_client();
+  auto b = make_client();
+  auto name = unique_name("zero_throw");
+  auto g = a.try_acquire(name);
+  ASSERT_TRUE(g);
+  auto before = b.statement_count();
+  try {
+    b.acquire_for(name, 0ms);
+    FAIL() << "acquired a held lock";
+  } catch (const sqllock::acquire_timeout& e) {
+    EXPECT_EQ(e.holder(), a.holder_id());
+  }
+  EXPECT_LE(b.statement_count() - before, 2u);  // one acquire (+ one local read of the holder on SQLite)
+}
+
 TEST(Waiting, ALocalReleaseWakesTheWaiterAtOnce) {
   auto c = make_client(events_only_options());
   auto name = unique_name("local_wake");

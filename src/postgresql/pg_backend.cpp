@@ -30,11 +30,23 @@ statement load(std::string_view name, const std::string& table) {
   return {std::string(name), render_sql(embedded_sql("postgresql", name), table, dialect::postgresql)};
 }
 
+/// The URL's connect_timeout (whole seconds, as libpq reads it), else 10 s; at least 2 s like libpq.
+std::chrono::milliseconds connect_timeout_of(const database_url& url) {
+  if (auto it = url.params.find("connect_timeout"); it != url.params.end()) {
+    try {
+      const long long seconds = std::stoll(it->second);
+      if (seconds > 0) return std::chrono::seconds(std::max(2LL, seconds));
+    } catch (const std::exception&) {
+    }
+  }
+  return std::chrono::milliseconds(10000);
+}
+
 class pg_backend final : public backend {
  public:
   explicit pg_backend(const backend_config& config)
       : options_(config.options),
-        target_{config.url.original, config.url.redacted()},
+        target_{config.url.original, config.url.redacted(), connect_timeout_of(config.url)},
         table_(config.options.table),
         acquire_(load("lease_acquire", table_)),
         renew_(load("lease_renew", table_)),
@@ -250,7 +262,7 @@ class pg_backend final : public backend {
   }
 
   // The lease connection, reconnected first if it was lost (caller holds mutex_).
-  PGconn* lease_conn() {
+  PGconn* lease_conn(std::chrono::milliseconds timeout = io_timeout) {
     // An idle connection the server has ended (pg_terminate_backend, restart) already holds the
     // FATAL message and EOF: reading them without blocking marks it bad, and we reconnect before
     // sending anything, so nothing is ever run twice.
@@ -259,19 +271,10 @@ class pg_backend final : public backend {
       log_message(options_, log_level::info, "postgresql: the lease connection was closed by the server; reconnecting");
     }
     prepared_.clear();
-    if (lease_) {
-      PQreset(lease_.get());
-      if (PQstatus(lease_.get()) == CONNECTION_OK) {
-        log_message(options_, log_level::info, "postgresql: lease connection re-established");
-        return lease_.get();
-      }
-      std::string reason = PQerrorMessage(lease_.get());
-      for (auto& ch : reason)
-        if (ch == '\n') ch = ' ';
-      throw connection_lost("postgresql: cannot reconnect to " + target_.redacted + ": " + reason,
-                            std::string(backend_name), "08006", "connect");
-    }
-    lease_ = connect(target_, &options_);
+    const bool had = lease_ != nullptr;
+    lease_.reset();
+    lease_ = connect(target_, &options_, timeout);
+    if (had) log_message(options_, log_level::info, "postgresql: lease connection re-established");
     return lease_.get();
   }
 
@@ -336,14 +339,18 @@ class pg_backend final : public backend {
   // transaction) closes the connection and throws connection_lost, so the watchdog is never stuck
   // past a lease's local expiry; the next call reconnects.
   result_ptr run(const statement& s, const text_params& params, std::chrono::milliseconds timeout = io_timeout) {
-    lease_conn();
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    auto left = [&] {
+      return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        deadline - std::chrono::steady_clock::now()));
+    };
+    lease_conn(timeout);
     flush_pending_releases();
-    PGconn* c = lease_conn();
+    PGconn* c = lease_conn(left());
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
     const int n = static_cast<int>(values.size());
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (int attempt = 0;; ++attempt) {
       if (options_.prepared_statements) {
         const std::string pname = "sqllock_" + s.name;

@@ -38,14 +38,18 @@ using conn_ptr = std::unique_ptr<PGconn, conn_deleter>;
 struct conn_target {
   std::string url;       ///< the original URL (contains the password: never log it)
   std::string redacted;  ///< the URL without password, for messages
+  /// Bound on making a connection: the URL's connect_timeout (seconds), else 10 s.
+  std::chrono::milliseconds connect_timeout{10000};
 };
 
 /// Check a URL with PQconninfoParse; throws invalid_argument without echoing the password.
 void validate_conninfo(const database_url& url);
 
-/// Open a connection (blocking). Throws connection_lost with the server's reason on failure.
-/// Server notices go to `log` (debug level; it must outlive the connection), never to stderr.
-conn_ptr connect(const conn_target& target, const client_options* log);
+/// Open a connection, waiting at most `timeout` (and the target's connect_timeout). Throws
+/// connection_lost with the server's reason on failure. Server notices go to `log` (debug level;
+/// it must outlive the connection), never to stderr.
+conn_ptr connect(const conn_target& target, const client_options* log,
+                 std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
 
 /// False when the server has already ended this idle connection (its FATAL message and EOF are
 /// waiting in the socket); reads pending input without blocking.

@@ -2,6 +2,7 @@
 #include <poll.h>
 
 #include <charconv>
+#include <algorithm>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -76,24 +77,49 @@ bool idle_connection_alive(PGconn* conn) {
   return PQstatus(conn) == CONNECTION_OK;
 }
 
-conn_ptr connect(const conn_target& target, const client_options* log) {
-  // Options before "dbname" are defaults: the URL's own settings override them.
-  const char* keys[] = {"fallback_application_name", "connect_timeout", "client_encoding", "dbname",
-                        nullptr};
-  const char* values[] = {"sqllock", "10", "UTF8", target.url.c_str(), nullptr};
-  conn_ptr conn(PQconnectdbParams(keys, values, 1));
+namespace {
+
+// libpq's message spans lines ("...failed: Connection refused\n\tIs the server running...").
+std::string one_line(const char* text) {
+  std::string reason;
+  for (char c : std::string(text ? text : "")) {
+    if (c == '\n' || c == '\t' || c == '\r') c = ' ';
+    if (c == ' ' && (reason.empty() || reason.back() == ' ')) continue;
+    reason += c;
+  }
+  while (!reason.empty() && reason.back() == ' ') reason.pop_back();
+  return reason;
+}
+
+}  // namespace
+
+conn_ptr connect(const conn_target& target, const client_options* log,
+                 std::chrono::milliseconds timeout) {
+  // Options before "dbname" are defaults: the URL's own settings override them. The connection
+  // is made without blocking so that `timeout` bounds it (libpq's connect_timeout does not apply
+  // to PQconnectPoll; a URL's own connect_timeout is honoured through conn_target).
+  const char* keys[] = {"fallback_application_name", "client_encoding", "dbname", nullptr};
+  const char* values[] = {"sqllock", "UTF8", target.url.c_str(), nullptr};
+  conn_ptr conn(PQconnectStartParams(keys, values, 1));
   if (!conn) throw connection_lost("postgresql: out of memory connecting", std::string(backend_name), "08006", "connect");
   PQsetNoticeProcessor(conn.get(), forward_notice, const_cast<client_options*>(log));
-  if (PQstatus(conn.get()) != CONNECTION_OK) {
-    // libpq's message spans lines ("...failed: Connection refused\n\tIs the server running...").
-    std::string reason;
-    for (char c : std::string(PQerrorMessage(conn.get()))) {
-      if (c == '\n' || c == '\t' || c == '\r') c = ' ';
-      if (c == ' ' && (reason.empty() || reason.back() == ' ')) continue;
-      reason += c;
+  const auto limit = std::min(timeout, target.connect_timeout);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+  while (PQstatus(conn.get()) != CONNECTION_BAD && st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) {
+      throw connection_lost("postgresql: cannot connect to " + target.redacted + ": no answer within " +
+                                std::to_string(limit.count()) + " ms",
+                            std::string(backend_name), "08006", "connect");
     }
-    while (!reason.empty() && reason.back() == ' ') reason.pop_back();
-    throw connection_lost("postgresql: cannot connect to " + target.redacted + ": " + reason,
+    pollfd p{PQsocket(conn.get()), static_cast<short>(st == PGRES_POLLING_READING ? POLLIN : POLLOUT), 0};
+    if (p.fd >= 0 && ::poll(&p, 1, static_cast<int>(std::min<long long>(left, 60000))) == 0) continue;
+    st = PQconnectPoll(conn.get());
+  }
+  if (PQstatus(conn.get()) != CONNECTION_OK) {
+    throw connection_lost("postgresql: cannot connect to " + target.redacted + ": " + one_line(PQerrorMessage(conn.get())),
                           std::string(backend_name), "08006", "connect");
   }
   return conn;

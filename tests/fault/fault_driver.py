@@ -238,7 +238,7 @@ class Driver:
         end = t0 + seconds
         kinds = [("kill", 3), ("stop", 2), ("kill_mid_tx", 2 if self.backend == "sqlite" else 1)]
         if self.backend != "sqlite":
-            kinds += [("conn_kill", 2), ("conn_kill_mid_tx", 1)]
+            kinds += [("conn_kill", 2), ("conn_kill_mid_tx", 2)]
         restart_every = max(15.0, min(60.0, seconds / 3)) if (self.backend != "sqlite" and o.restart_cmd) else None
         next_restart = t0 + (restart_every or 0) * 0.8
         next_fault = t0 + 2.0
@@ -499,8 +499,10 @@ class Driver:
             seen = {}
             for a in lst:
                 if a["token"] in seen:
+                    same = seen[a["token"]]["holder"] == a["holder"]
                     self.v.add("duplicate_token", f"{name} token {a['token']} acknowledged to "
-                                                  f"{seen[a['token']]['holder']} and {a['holder']}")
+                                                  f"{seen[a['token']]['holder']} and {a['holder']}" +
+                               (" (the same holder after a release: see repro_release_lost)" if same else ""))
                 seen[a["token"]] = a
             # Acquisition order: X acknowledged before Y even asked => X.token < Y.token.
             lst.sort(key=lambda a: a["t_ack"])

@@ -323,9 +323,9 @@ int run_lock(const args& a) {
     bool committing = false;
     try {
       auto tx = c->begin();
-      log.line("X", name, token, now_us());
       auto n = tx.execute(update, {val, token, holder, name, token});
       if (n == 1) tx.execute(insert, {name, token, holder, val});
+      log.line("X", name, token, now_us());  // inside the transaction, its writes not yet committed
       if (pick(0, 99) < slow_pct) std::this_thread::sleep_for(std::chrono::milliseconds(pick(100, 400)));
       committing = true;
       tx.commit();

@@ -15,10 +15,12 @@ cxx=${CXX:-clang++}
 
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+mkdir -p "$build"
 if [[ ! -f $build/CMakeCache.txt ]]; then
-  cmake -S "$here" -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" >/dev/null
+  cmake -S "$here" -B "$build" "${generator[@]}" -DCMAKE_CXX_COMPILER="$cxx" >"$build/configure.log" 2>&1 ||
+    { cat "$build/configure.log" >&2; exit 1; }
 fi
-cmake --build "$build" -j 2 >/dev/null
+cmake --build "$build" -j 2 >"$build/build.log" 2>&1 || { tail -n 40 "$build/build.log" >&2; exit 1; }
 
 mkdir -p "$build/artifacts"
 status=0

@@ -103,11 +103,14 @@ enum class migration_resolution {
 migration_record resolve_migration(client& c, const std::filesystem::path& dir, std::int64_t version,
                                    migration_resolution resolution, const migrate_options& options = {});
 
-/// The history table's rows by version (empty when the table does not exist yet).
+/// The history table's rows by version (empty when the table does not exist yet). On SQLite every
+/// sqllock transaction takes the write lock, so this waits (up to the 5 s busy timeout, then
+/// lock_not_available) while a migration is being applied.
 std::vector<migration_record> migration_history(client& c, const migrate_options& options = {});
 
 /// Split a script into statements for `d`, honouring '...' and "..." strings (with doubled-quote
-/// escapes; MySQL also backslash escapes and `...` identifiers), -- and # (MySQL) line comments,
+/// escapes; MySQL also backslash escapes), `...` identifiers (MySQL, SQLite), [...] (SQLite), -- and # (MySQL) line
+/// comments,
 /// /* */ comments (nested in PostgreSQL), PostgreSQL dollar quoting ($$...$$, $tag$...$tag$),
 /// SQLite CREATE TRIGGER ... BEGIN ... END bodies, and MySQL `DELIMITER xx` lines.
 /// Statements are returned trimmed, without the terminating delimiter; empty ones and

@@ -193,7 +193,7 @@ std::vector<std::string> split_sql(std::string_view script, dialect d, std::vect
     }
     has_code = true;
     // Quoted strings and identifiers.
-    if (c == '\'' || c == '"' || (c == '`' && d == dialect::mysql) || (c == '[' && d == dialect::sqlite)) {
+    if (c == '\'' || c == '"' || (c == '`' && d != dialect::postgresql) || (c == '[' && d == dialect::sqlite)) {
       const std::size_t begin = i;
       const char close = c == '[' ? ']' : c;
       const bool backslash = (d == dialect::mysql && c != '`') ||

@@ -76,6 +76,8 @@ TEST(Split, SqliteTriggerBodies) {
                   "INSERT INTO a VALUES (1)"}));
   EXPECT_EQ(split_sql_statements("SELECT [a;b] FROM t; SELECT 2", dialect::sqlite),
             (list{"SELECT [a;b] FROM t", "SELECT 2"}));
+  EXPECT_EQ(split_sql_statements("SELECT `a;b` FROM t; SELECT 2", dialect::sqlite),
+            (list{"SELECT `a;b` FROM t", "SELECT 2"}));
 }
 
 TEST(Split, UnterminatedIsAnErrorWithTheLine) {

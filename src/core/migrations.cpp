@@ -144,6 +144,8 @@ void as_migration_failure(const migration_file& f, const std::string& suffix, Fn
     throw migration_failed("migration " + f.name + " failed: " + e.what() + suffix, f.version, f.name);
   } catch (const query_canceled& e) {
     throw migration_failed("migration " + f.name + " failed: " + e.what() + suffix, f.version, f.name);
+  } catch (const schema_missing& e) {  // a table the migration expects is not there
+    throw migration_failed("migration " + f.name + " failed: " + e.what() + suffix, f.version, f.name);
   }
 }
 

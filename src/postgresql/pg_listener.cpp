@@ -77,7 +77,8 @@ void listener::watch(const std::string& name, const std::string& channel) noexce
       if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
         conn_.reset();
         try {
-          conn_ = connect(target_, &options_);
+          // Bounded: the caller is a waiter about to wait; polling covers a slow server.
+          conn_ = connect(target_, &options_, std::chrono::milliseconds(2000));
           // A fresh connection listens on every watched channel, this one included.
           for (const auto& [ch, count] : channels_) exec_simple(conn_.get(), listen_sql("LISTEN", ch), "listen");
           // Releases of the other watched names may have gone unheard meanwhile.

@@ -230,6 +230,24 @@ TEST_P(Inventory, IdempotencyKeyAppliesOnceAfterALostAnswer) {
   EXPECT_EQ(s.qty(2), 10);
 }
 
+TEST_P(Inventory, RowHeldElsewhereEndsInRetriesExhausted) {
+  auto c = make_client();
+  stock s(c, {{1, 10}});
+  auto blocker_client = make_client();
+  auto blocker = blocker_client.begin();
+  auto held = blocker.lock_rows({.table = s.table().table, .key_column = "sku", .keys = {std::int64_t{1}}});
+  ASSERT_TRUE(held.acquired());
+  auto o = options();
+  o.max_attempts = 2;
+  o.transaction.lock_timeout = std::chrono::milliseconds(200);  // MySQL: rounded up to 1 s
+  auto r = sqllock::decrement(c, s.table(), std::int64_t{1}, 1, o);
+  EXPECT_EQ(r.outcome, status::retries_exhausted);
+  EXPECT_EQ(r.attempts, 2);
+  blocker.rollback();
+  EXPECT_EQ(s.qty(1), 10);
+  EXPECT_TRUE(sqllock::decrement(c, s.table(), std::int64_t{1}, 1, o).applied());
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, Inventory,
                          ::testing::Values(stock_strategy::atomic_update, stock_strategy::optimistic_cas,
                                            stock_strategy::for_update),

@@ -275,7 +275,7 @@ class mysql_backend final : public backend {
     if (!options_.notifications) return;
     {
       std::lock_guard lock(wait_mutex_);
-      ++watched_[name];
+      if (watched_[name]++ == 0) newly_watched_.insert(name);
       if (!waiter_.joinable() && !stopping_) waiter_ = std::thread([this] { waiter_loop(); });
     }
     wait_cv_.notify_all();
@@ -549,8 +549,9 @@ class mysql_backend final : public backend {
   }
 
   /// The waiter connection's loop: one GET_LOCK wait at a time, round-robin over watched names.
-  /// A name whose key was seen held and is later free (released between two slices, or while
-  /// another name was waited on) is woken too: every held -> free transition wakes.
+  /// A name whose key was seen held (or is newly watched, so presumed held) and is later found
+  /// free (released between two slices, or while another name was waited on) is woken too: every
+  /// held -> free transition wakes.
   void waiter_loop() noexcept {
     std::unique_ptr<connection> conn;
     bool had_connection = false;
@@ -567,6 +568,10 @@ class mysql_backend final : public backend {
         for (auto it = quiet_until.begin(); it != quiet_until.end();) {
           it = (it->second <= now || !watched_.count(it->first)) ? quiet_until.erase(it) : std::next(it);
         }
+        // A name is watched because an acquire found it held: presume it held until seen free,
+        // so a release before the first look (the loop may be busy with other names) still wakes.
+        seen_held.insert(newly_watched_.begin(), newly_watched_.end());
+        newly_watched_.clear();
         for (auto it = seen_held.begin(); it != seen_held.end();) {
           it = watched_.count(*it) ? std::next(it) : seen_held.erase(it);
         }
@@ -651,6 +656,7 @@ class mysql_backend final : public backend {
   std::mutex wait_mutex_;
   std::condition_variable wait_cv_;
   std::map<std::string, int> watched_;
+  std::set<std::string> newly_watched_;  // not yet looked at by the waiter loop
   std::mutex sink_mutex_;  // guards sink_ and every call through it
   wake_sink* sink_ = nullptr;
   bool stopping_ = false;

@@ -142,6 +142,9 @@ cli_process::cli_process(const std::vector<std::string>& args) {
   // SQLLOCK_STORIES_CLI overrides the built command (e.g. to test an installed one).
   const char* override_path = std::getenv("SQLLOCK_STORIES_CLI");
   std::vector<std::string> argv{override_path && *override_path ? override_path : SQLLOCK_CLI_PATH};
+  if (argv[0].empty()) {
+    ADD_FAILURE() << "built without the sqllock command (SQLLOCK_BUILD_CLI=OFF): set SQLLOCK_STORIES_CLI";
+  }
   argv.insert(argv.end(), args.begin(), args.end());
   start(std::move(argv), "");
 }

@@ -3,8 +3,13 @@
 -- (reentrant: token kept, hold_count + 1; expired same holder: a new acquisition, token + 1).
 -- ON CONFLICT never raises a duplicate-key error. When nothing is acquired, the second branch
 -- reports the holder and milliseconds left from the statement's snapshot.
+-- The commit is durable even where the server's default is synchronous_commit = off (then
+-- 'local' for this statement's transaction only): a token lost in a crash could be handed out again.
 -- Columns: acquired, token, hold_count, holder_id, ms_left.
-WITH prev AS (
+WITH durable AS (
+  SELECT CASE WHEN current_setting('synchronous_commit') = 'off'
+              THEN set_config('synchronous_commit', 'local', true) END AS sync
+), prev AS (
   SELECT holder_id, expires_at FROM {{locks}} WHERE name = $1
 ), up AS (
   INSERT INTO {{locks}} AS l (name, holder_id, token, hold_count, acquired_at, expires_at)
@@ -23,7 +28,7 @@ WITH prev AS (
   RETURNING l.token, l.hold_count
 )
 SELECT true AS acquired, up.token, up.hold_count, NULL::text AS holder_id, NULL::bigint AS ms_left
-FROM up
+FROM up CROSS JOIN durable
 UNION ALL
 SELECT false, NULL, NULL, prev.holder_id,
        floor(extract(epoch FROM (prev.expires_at - clock_timestamp())) * 1000)::bigint

@@ -112,6 +112,7 @@ class Driver:
         self.restarts = []  # (t_start, t_end)
         self.faults = {k: 0 for k in ("kill", "kill_mid_tx", "stop", "conn_kill", "conn_kill_mid_tx", "restart")}
         self.inventory_kills = 0
+        self.inventory_conn_kills = 0
         self.next_index = 1
         self.exited = []  # Proc objects that finished
         self.faketime_lib = next((p for p in FAKETIME_LIB_CANDIDATES if os.path.exists(p)), None)
@@ -386,6 +387,7 @@ class Driver:
         t0 = time.monotonic()
         end = t0 + seconds
         next_kill = t0 + self.rng.uniform(0.2, 0.6)
+        next_conn_kill = t0 + 1.0
         depleted = False
         while time.monotonic() < end and procs:
             time.sleep(0.02)
@@ -403,6 +405,11 @@ class Driver:
                     allp.append(np)
                 elif rc == 0:
                     depleted = True  # it saw the stock at 0 and stopped
+            if self.backend != "sqlite" and procs and time.monotonic() >= next_conn_kill and not depleted:
+                # A sale's connection ended under it: its commit must fail or be durable.
+                next_conn_kill = time.monotonic() + self.rng.uniform(1.0, 3.0) * o.fault_interval
+                if self.kill_connections(self.rng.choice(list(procs.values()))):
+                    self.inventory_conn_kills += 1
             if procs and time.monotonic() >= next_kill and not depleted:
                 next_kill = time.monotonic() + self.rng.uniform(0.1, 0.5) * o.fault_interval
                 victim = self.rng.choice(list(procs.values()))
@@ -665,6 +672,10 @@ class Driver:
             if lost and end and not self.touched(a["pid"], a["t_ack"], end):
                 k = a["skew"] or "none"
                 self.unexplained_losses[k] = self.unexplained_losses.get(k, 0) + 1
+                self.notes.append(f"lease lost with no fault on its process: {a['name']} token {a['token']} "
+                                  f"pid {a['pid']} held {(end - a['t_ack']) / 1000:.0f} ms, renew "
+                                  f"{a['u']['result'] if a['u'] else '-'}, release "
+                                  f"{a['r']['result'] if a['r'] else '-'}")
         self.acquisitions = len(acqs)
         self.writes_applied = applied
 
@@ -739,7 +750,7 @@ class Driver:
             self.run_worker("cleanup", check=False)
         for kind, detail in self.v.items:
             print(f"VIOLATION {self.backend} {kind}: {detail}", file=sys.stderr)
-        for note in self.notes[:5]:
+        for note in self.notes[:10]:
             print(f"note {self.backend}: {note}", file=sys.stderr)
         faults = ",".join(f"{k}={v}" for k, v in self.faults.items())
         so = self.stop_outcomes
@@ -752,7 +763,8 @@ class Driver:
               f"stops_taken_over={so['taken_over']}(write_rejected={so['write_rejected']},"
               f"renew_refused={so['renew_refused']},release_refused={so['release_refused']},"
               f"guard_lost={so['guard_lost']}) "
-              f"inventory_kills={self.inventory_kills} inventory[{' '.join(inv_parts)}] "
+              f"inventory_kills={self.inventory_kills} inventory_conn_kills={self.inventory_conn_kills} "
+              f"inventory[{' '.join(inv_parts)}] "
               f"violations={self.v.count()} takeovers={self.takeovers} max_takeover_ms={self.max_takeover_ms:.0f} "
               f"(ttl={o.ttl_ms}ms) acquisitions_by_clock[{skew}] unexplained_lease_losses[{unexplained}] "
               f"worker_errors[{errs}]", flush=True)

@@ -124,7 +124,7 @@ inline constexpr int required_schema_version = 1;
 /// Send a message to the client's log callback, if any (never throws).
 void log_message(const client_options& options, log_level level, std::string_view message) noexcept;
 
-/// Substitute `{{locks}}` (and `{{schema_version}}`) in an embedded statement with quoted
+/// Substitute `{{locks}}` and `{{locks_schema}}` in an embedded statement with the quoted
 /// identifiers derived from the validated table name.
 std::string render_sql(std::string_view sql_template, std::string_view table, dialect d);
 

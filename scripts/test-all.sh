@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install what is missing, start throwaway PostgreSQL
-# and MariaDB servers on loopback, build, run every test plainly, under AddressSanitizer+UBSan,
-# and the concurrency suites under ThreadSanitizer; stop the servers also when tests fail.
+# and MariaDB servers on loopback, build, and run: every test (unit, conformance per backend,
+# backend-specific, CLI, stories, package, the bounded fault-injection runs and fuzzers); the same
+# again under AddressSanitizer+UBSan (less the fault and fuzz runs, which are long and already
+# sanitized); the conformance suites under ThreadSanitizer; the quick benchmarks, so they never
+# rot. Stops the servers also when tests fail, and closes with one "total: N passed, N failed".
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SQLLOCK_BUILD_DIR:-$root/build}
@@ -63,11 +66,19 @@ run "all tests (RelWithDebInfo)" --test-dir "$build/release"
 
 configure asan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan"
+  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz"
 
 configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUILD_CLI=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
   run "conformance suites under ThreadSanitizer" --test-dir "$build/tsan" -L conformance
+
+echo "=== quick benchmarks (bench/run.sh --quick): ratios to same-run baselines"
+if bash "$root/bench/run.sh" --quick --out "$work/bench"; then
+  passed=$((passed + 1))
+else
+  echo "=== quick benchmarks: FAILED"
+  failed=$((failed + 1))
+fi
 
 echo "total: $passed passed, $failed failed"
 [[ $failed -eq 0 ]] || status=1

@@ -1,6 +1,8 @@
 // The SQLite backend: lease statements, BEGIN IMMEDIATE transactions, OFD file-lock wake-ups.
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <condition_variable>
@@ -143,6 +145,19 @@ void exec(sqlite3* db, const char* sql, const std::string& name) {
   if (rc != SQLITE_OK) throw_sqlite(db, rc, name);
 }
 
+// sqllock_now_ms(): the machine's real-time clock in milliseconds since the epoch. It is read by a
+// raw system call, not through libc, so a process running under a clock-shifting preload
+// (libfaketime) still agrees with every other process on the machine: on SQLite the database clock
+// is the kernel's, whatever a process believes the time to be.
+void sqlite_now_ms(sqlite3_context* ctx, int, sqlite3_value**) {
+  struct timespec ts {};
+  if (syscall(SYS_clock_gettime, CLOCK_REALTIME, &ts) != 0) {
+    sqlite3_result_error(ctx, "sqllock_now_ms: clock_gettime failed", -1);
+    return;
+  }
+  sqlite3_result_int64(ctx, static_cast<sqlite3_int64>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000);
+}
+
 db_handle open_db(const std::string& path, bool uri) {
   sqlite3* raw = nullptr;
   int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | (uri ? SQLITE_OPEN_URI : 0);
@@ -154,6 +169,9 @@ db_handle open_db(const std::string& path, bool uri) {
   }
   sqlite3_extended_result_codes(raw, 1);
   sqlite3_busy_timeout(raw, static_cast<int>(default_busy_timeout.count()));
+  rc = sqlite3_create_function(raw, "sqllock_now_ms", 0, SQLITE_UTF8 | SQLITE_DIRECTONLY, nullptr, sqlite_now_ms,
+                               nullptr, nullptr);
+  if (rc != SQLITE_OK) throw_sqlite(raw, rc, "register_clock");
   return db;
 }
 

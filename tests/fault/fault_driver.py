@@ -724,17 +724,19 @@ class Driver:
         o = self.o
         t_start = time.monotonic()
         self.run_worker("setup", stock=o.stock)
-        lock_secs = max(15.0, o.duration * 0.6)
-        inv_secs = max(8.0, (o.duration - lock_secs) / 3)
+        # Inventory first (each strategy ends early once the stock is gone), then the lock phase
+        # fills the rest of the duration, so a run lasts about --duration.
+        inv_secs = max(8.0, o.duration * 0.4 / 3)
+        inv = {}
+        for strategy in ("atomic", "cas", "rowlock"):
+            procs, secs = self.inventory_phase(strategy, inv_secs)
+            inv[strategy] = (procs, secs)
+        lock_secs = max(15.0, o.duration - (time.monotonic() - t_start))
         self.lock_phase(lock_secs)
         vr = self.run_worker("verify", check=False, ttl=o.ttl_ms, wait=o.wait_ms)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
         if vr.returncode not in (0, 1):
             self.v.add("verify_failed", vr.stderr.strip()[:300])
-        inv = {}
-        for strategy in ("atomic", "cas", "rowlock"):
-            procs, secs = self.inventory_phase(strategy, inv_secs)
-            inv[strategy] = (procs, secs)
         with open(os.path.join(self.out, "events.txt"), "w") as f:
             for ev in self.events:
                 f.write(repr(ev) + "\n")
@@ -758,6 +760,7 @@ class Driver:
         unexplained = ",".join(f"{k}={v}" for k, v in sorted(self.unexplained_losses.items())) or "none"
         errs = ",".join(f"{k}={v}" for k, v in sorted(self.errors.items())) or "none"
         print(f"fault-summary backend={self.backend} duration={time.monotonic() - t_start:.0f}s "
+              f"lock_phase={lock_secs:.0f}s "
               f"workers={o.workers} skewed={self.skewed} acquisitions={self.acquisitions} "
               f"writes_applied={self.writes_applied} faults[{faults}] "
               f"stops_taken_over={so['taken_over']}(write_rejected={so['write_rejected']},"

@@ -221,12 +221,8 @@ class Driver:
     def lock_phase(self, seconds):
         o = self.o
         skews = {}
-        skew = o.skew == "on" or (o.skew == "auto" and self.backend != "sqlite")
-        if o.skew == "auto" and self.backend == "sqlite":
-            # SQLite times leases with each process's own wall clock (julianday('now')): a skewed
-            # holder that dies leaves a lease that lasts skew + TTL. See repro_clock_skew.sh.
-            self.notes.append("no clock-skewed workers on SQLite (leases use each process's wall clock; "
-                              "--skew on shows the effect)")
+        # (SQLite read each process's own clock until 1b4872d: see repro_clock_skew.sh.)
+        skew = o.skew in ("on", "auto")
         if skew and self.faketime_lib and o.workers >= 3:
             skews = {1: "+1h", 2: "-1h"}
         elif skew and not self.faketime_lib:
@@ -790,7 +786,7 @@ def main():
     ap.add_argument("--inventory-procs", type=int, default=16)
     ap.add_argument("--stock", type=int, default=10000)
     ap.add_argument("--skew", choices=["auto", "on", "off"], default="auto",
-                    help="clock-skewed workers (+1h, -1h); auto: on for the server backends")
+                    help="clock-skewed workers (+1h, -1h); auto = on")
     ap.add_argument("--keep", action="store_true", help="keep the tables after a clean run")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")

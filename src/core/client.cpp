@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -36,7 +37,8 @@ struct lease_state {
   // Guarded by client_state::mu:
   steady::time_point expires_estimate;  // local, conservative: start of last good renew + ttl
   steady::time_point next_renew;
-  bool registered = false;
+  bool registered = false;  // in client_state::held: renewed by the watchdog
+  bool counted = false;     // in client_state::held_keys: this holder holds the name locally
 };
 
 namespace {
@@ -80,7 +82,12 @@ struct client_state : wake_sink {
 
   std::mutex mu;
   std::map<std::uint64_t, std::shared_ptr<lease_state>> held;
-  std::unordered_map<std::string, int> held_keys;  // name + '\0' + holder -> live guards
+  // name + '\0' + holder -> guards that hold it or are still releasing it. An acquire that the
+  // database answers as reentrant while this count is zero met stale holds (see acquire_impl).
+  std::unordered_map<std::string, int> held_keys;
+  // name + '\0' + holder whose last hold may still be counted by the database: its release threw
+  // (the answer was lost with the connection) or its renewals failed until it ran out.
+  std::set<std::string> uncertain_holds;
   std::uint64_t next_id = 1;
   std::map<std::string, std::shared_ptr<name_queue>> queues;
   std::condition_variable watchdog_cv;
@@ -169,6 +176,7 @@ struct client_state : wake_sink {
     s->expires_estimate = t0 + lo.ttl;
     s->next_renew = t0 + lo.ttl / 3;
     s->registered = true;
+    s->counted = true;
     held[s->id] = s;
     ++held_keys[key(name, holder)];
     if (s->auto_renew) {
@@ -183,8 +191,26 @@ struct client_state : wake_sink {
     if (!s.registered) return;
     s.registered = false;
     held.erase(s.id);
+  }
+
+  // This guard no longer holds the name locally; called with mu held.
+  void uncount_locked(lease_state& s) {
+    if (!s.counted) return;
+    s.counted = false;
     auto it = held_keys.find(key(s.name, s.holder));
     if (it != held_keys.end() && --it->second == 0) held_keys.erase(it);
+  }
+
+  // True when the database may count a hold of this holder that no local guard owns any more.
+  bool stale_hold_possible(const std::string& name, const std::string& holder) {
+    std::lock_guard lk(mu);
+    auto k = key(name, holder);
+    return held_keys.count(k) == 0 && uncertain_holds.count(k) > 0;
+  }
+
+  void settle_hold(const std::string& name, const std::string& holder) {
+    std::lock_guard lk(mu);
+    uncertain_holds.erase(key(name, holder));
   }
 
   struct lost_notice {
@@ -196,6 +222,7 @@ struct client_state : wake_sink {
   // Mark lost; called with mu held. Returns the callback to run after unlocking.
   lost_notice mark_lost_locked(lease_state& s, const std::string& why) {
     deregister_locked(s);
+    uncount_locked(s);
     lost_notice n;
     if (!s.lost.exchange(true)) {
       n = {s.on_lost, s.name, s.token};
@@ -270,6 +297,7 @@ struct client_state : wake_sink {
           auto& s = *it->second;
           if (!failure.empty()) {
             if (now >= s.expires_estimate) {
+              uncertain_holds.insert(key(s.name, s.holder));
               notices.push_back(mark_lost_locked(s, "renewal failed until the lease ran out: " + failure));
             } else {
               s.next_renew = now + std::clamp(s.ttl / 10, milliseconds(5), milliseconds(1000));
@@ -300,9 +328,18 @@ struct client_state : wake_sink {
       deregister_locked(s);
       was_lost = s.lost.load();
     }
-    release_outcome r = db->release(s.name, s.holder, s.token);
+    release_outcome r;
+    try {
+      r = db->release(s.name, s.holder, s.token);
+    } catch (...) {
+      std::lock_guard lk(mu);
+      uncount_locked(s);
+      uncertain_holds.insert(key(s.name, s.holder));
+      throw;
+    }
     {
       std::lock_guard lk(mu);
+      uncount_locked(s);
       if (r.released && r.remaining_holds == 0) wake_locked(s.name);
     }
     if (!r.released) {
@@ -455,8 +492,22 @@ std::optional<lease_guard> client::acquire_impl(std::string_view name_view, cons
   detail::acquire_outcome last;
 
   auto attempt = [&]() -> std::optional<lease_guard> {
-    const auto t0 = steady::now();
+    auto t0 = steady::now();
     last = st.db->acquire(name, holder, options.ttl);
+    if (last.acquired && last.hold_count > 1 && st.stale_hold_possible(name, holder)) {
+      // The database counts holds that no guard of this holder has: releases whose answer was
+      // lost with a connection. Free them and acquire afresh, so that this is a new acquisition
+      // with a new token, not a re-entry into a hold nobody owns.
+      st.log(log_level::info, "lock '" + name + "': freeing " + std::to_string(last.hold_count - 1) +
+                                  " stale hold(s) left by a release whose answer was lost");
+      for (std::int64_t i = 0; i < last.hold_count; ++i) {
+        auto r = st.db->release(name, holder, last.token);
+        if (!r.released || r.remaining_holds == 0) break;
+      }
+      t0 = steady::now();
+      last = st.db->acquire(name, holder, options.ttl);
+    }
+    if (last.acquired) st.settle_hold(name, holder);
     if (!last.acquired) return std::nullopt;
     std::lock_guard lk(st.mu);
     return lease_guard(st.register_lease(state_, name, holder, last, options, t0));

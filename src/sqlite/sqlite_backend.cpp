@@ -21,6 +21,12 @@ namespace {
 
 constexpr const char* kind_name = "sqlite";
 constexpr auto default_busy_timeout = std::chrono::milliseconds(5000);
+// Lease statements wait only briefly for another connection's write lock: an acquire that meets
+// one reports "not acquired" so the caller's own wait bound holds (a process paused in the middle
+// of a write transaction must not stretch every try_acquire to the busy timeout); renew and release
+// give up after a second so one stalled writer cannot freeze the watchdog.
+constexpr int acquire_busy_ms = 50;
+constexpr int renew_release_busy_ms = 1000;
 
 // The one place SQLite result codes become typed errors.
 [[noreturn]] void throw_sqlite(sqlite3* db, int rc, const std::string& statement, bool on_lock_table = false) {
@@ -61,6 +67,18 @@ struct stmt_finalizer {
   void operator()(sqlite3_stmt* s) const noexcept { sqlite3_finalize(s); }
 };
 using stmt_handle = std::unique_ptr<sqlite3_stmt, stmt_finalizer>;
+
+// Sets a connection's busy timeout for one scope, then restores the default.
+class busy_timeout_scope {
+ public:
+  busy_timeout_scope(sqlite3* db, int ms) : db_(db) { sqlite3_busy_timeout(db_, ms); }
+  busy_timeout_scope(const busy_timeout_scope&) = delete;
+  busy_timeout_scope& operator=(const busy_timeout_scope&) = delete;
+  ~busy_timeout_scope() { sqlite3_busy_timeout(db_, static_cast<int>(default_busy_timeout.count())); }
+
+ private:
+  sqlite3* db_;
+};
 
 // A prepared statement run once: bind, step through rows, reset on every exit path.
 class statement_run {
@@ -440,7 +458,8 @@ class sqlite_backend final : public backend {
                           std::chrono::milliseconds ttl) override {
     std::lock_guard lk(mu_);
     acquire_outcome out;
-    {
+    try {
+      busy_timeout_scope busy(lease_db_.get(), acquire_busy_ms);
       statement_run run = lease_statement("lease_acquire");
       run.bind(1, name);
       run.bind(2, holder);
@@ -451,6 +470,8 @@ class sqlite_backend final : public backend {
         out.token = run.int_at(0);
         out.hold_count = run.int_at(1);
       }
+    } catch (const lock_not_available&) {
+      return out;  // another connection holds the write lock: not acquired now, holder unknown
     }
     if (out.acquired) {
       hold_wait_byte(name);
@@ -478,6 +499,7 @@ class sqlite_backend final : public backend {
     }
     json += "]";
     std::lock_guard lk(mu_);
+    busy_timeout_scope busy(lease_db_.get(), renew_release_busy_ms);
     statement_run run = lease_statement("lease_renew");
     run.bind(1, json);
     count_statement();
@@ -492,7 +514,8 @@ class sqlite_backend final : public backend {
   release_outcome release(const std::string& name, const std::string& holder, std::int64_t token) override {
     std::lock_guard lk(mu_);
     release_outcome out;
-    {
+    try {
+      busy_timeout_scope busy(lease_db_.get(), renew_release_busy_ms);
       statement_run run = lease_statement("lease_release");
       run.bind(1, name);
       run.bind(2, holder);
@@ -502,6 +525,9 @@ class sqlite_backend final : public backend {
         out.released = true;
         out.remaining_holds = run.int_at(0);
       }
+    } catch (...) {
+      drop_wait_byte(name);  // the lease will expire; its waiters must not wait for this client's exit
+      throw;
     }
     drop_wait_byte(name);
     return out;

@@ -6,11 +6,54 @@
 #include "output_format.hpp"
 #include "sqllock/client.hpp"
 #include "sqllock/error.hpp"
+#include "sqllock/migrations.hpp"
 #include "sqllock/parse.hpp"
 
 namespace sqllock_cli {
 
-int run_migrate(const common_options& common, const migrate_options& /*options*/) {
+namespace {
+
+// `migrate --dir DIR` (and --resolve / --retry): the user's migrations, after the lock tables.
+int run_user_migrations(sqllock::client& client, const migrate_options& options) {
+  sqllock::migrate_options o;
+  o.history_table = options.history_table;
+  o.wait = options.wait;
+  o.lock_ttl = options.lock_ttl;
+  o.fail_on_missing_files = options.fail_on_missing;
+  try {
+    if (options.resolve || options.retry) {
+      const bool applied = options.resolve.has_value();
+      const long long version = applied ? *options.resolve : *options.retry;
+      sqllock::resolve_migration(
+          client, options.dir, version,
+          applied ? sqllock::migration_resolution::applied : sqllock::migration_resolution::retry, o);
+      std::printf(applied ? "migration %lld recorded as applied (resolved)\n"
+                          : "migration %lld forgotten; the next run applies it again\n",
+                  version);
+      return exit_code::ok;
+    }
+    const auto report = sqllock::migrate_directory(client, options.dir, o);
+    for (const auto& missing : report.missing_files) {
+      print_error("warning: applied migration " + missing + " has no file in " + options.dir);
+    }
+    for (const auto& m : report.applied) {
+      std::printf("applied %s (%lld ms)\n", m.name.c_str(), static_cast<long long>(m.duration_ms));
+    }
+    std::printf("migrations at version %lld (%zu applied now) in %s\n", static_cast<long long>(report.current_version),
+                report.applied.size(), options.dir.c_str());
+    return exit_code::ok;
+  } catch (const sqllock::migration_failed& e) {
+    print_error(e.what());
+    return exit_code::failure;
+  } catch (const sqllock::acquire_timeout& e) {
+    print_error(std::string("another migrator holds the migration lock: ") + e.what());
+    return exit_code::not_acquired;
+  }
+}
+
+}  // namespace
+
+int run_migrate(const common_options& common, const migrate_options& options) {
   const std::string url = resolve_url(common.url);
   std::string redacted = "(invalid URL)";
   try {
@@ -20,11 +63,14 @@ int run_migrate(const common_options& common, const migrate_options& /*options*/
     sqllock::client client = sqllock::connect(url, client_options);
     const int before = client.schema_version();
     const int version = client.migrate();
-    // A later `--dir DIR` applies the user's migrations here, after the lock tables'.
     if (version == before) {
       std::printf("schema version %d (up to date) at %s\n", version, redacted.c_str());
     } else {
       std::printf("schema version %d (was %d) at %s\n", version, before, redacted.c_str());
+    }
+    if (!options.dir.empty()) {
+      std::fflush(stdout);
+      return run_user_migrations(client, options);
     }
     return exit_code::ok;
   } catch (...) {

@@ -30,7 +30,14 @@ struct common_options {
 };
 
 struct migrate_options {
-  // Room for a later `--dir DIR` (user migrations): add the field here and apply after ours.
+  /// --dir: the user's migrations (NNNN_name.sql), applied after the lock tables'.
+  std::string dir;
+  std::string history_table = "sqllock_migrations";
+  std::chrono::milliseconds wait{std::chrono::minutes(5)};
+  std::chrono::milliseconds lock_ttl{std::chrono::seconds(30)};
+  std::optional<long long> resolve;  ///< --resolve VERSION: record a failed migration as applied
+  std::optional<long long> retry;    ///< --retry VERSION: forget a failed migration to apply it again
+  bool fail_on_missing = false;
 };
 
 struct run_options {

@@ -55,8 +55,32 @@ int main_impl(int argc, char** argv) {
 
   // migrate
   migrate_options migrate;
-  CLI::App* migrate_cmd = app.add_subcommand("migrate", "create or upgrade the lock tables (idempotent)");
+  CLI::App* migrate_cmd =
+      app.add_subcommand("migrate",
+                         "create or upgrade the lock tables (idempotent); with --dir also apply DIR's NNNN_name.sql "
+                         "migrations once each, in order, under a lease lock");
   add_common(migrate_cmd);
+  std::string migrate_wait_text = "5m";
+  std::string migrate_ttl_text = "30s";
+  long long resolve_version = 0;
+  long long retry_version = 0;
+  migrate_cmd->add_option("--dir", migrate.dir, "directory of migration files NNNN_name.sql");
+  migrate_cmd->add_option("--history-table", migrate.history_table, "table recording applied migrations")
+      ->capture_default_str();
+  migrate_cmd->add_option("--wait", migrate_wait_text, "how long to wait for another migrator")->capture_default_str();
+  migrate_cmd
+      ->add_option("--lock-ttl", migrate_ttl_text,
+                   "lease of the migration lock (a killed migrator's lock frees itself after it)")
+      ->capture_default_str();
+  CLI::Option* resolve_opt = migrate_cmd->add_option(
+      "--resolve", resolve_version,
+      "record the failed or interrupted migration VERSION as applied, after fixing the schema by hand (MySQL)");
+  CLI::Option* retry_opt = migrate_cmd->add_option(
+      "--retry", retry_version,
+      "forget the failed or interrupted migration VERSION so that the next run applies it again (MySQL)");
+  resolve_opt->excludes(retry_opt);
+  migrate_cmd->add_flag("--fail-on-missing", migrate.fail_on_missing,
+                        "fail (instead of warning) when an applied migration's file is gone");
 
   // run
   run_options run;
@@ -101,7 +125,21 @@ int main_impl(int argc, char** argv) {
     return code == 0 ? exit_code::ok : exit_code::usage;
   }
 
-  if (*migrate_cmd) return run_migrate(common, migrate);
+  if (*migrate_cmd) {
+    try {
+      migrate.wait = duration_flag("--wait", migrate_wait_text);
+      migrate.lock_ttl = duration_flag("--lock-ttl", migrate_ttl_text);
+      if ((*resolve_opt || *retry_opt) && migrate.dir.empty()) {
+        throw sqllock::invalid_argument("--resolve and --retry need --dir DIR");
+      }
+    } catch (const sqllock::invalid_argument& e) {
+      print_error(e.what());
+      return exit_code::usage;
+    }
+    if (*resolve_opt) migrate.resolve = resolve_version;
+    if (*retry_opt) migrate.retry = retry_version;
+    return run_migrate(common, migrate);
+  }
   if (*status_cmd) return run_status(common, status);
   if (*release_cmd) return run_release(common, release);
   if (*run_cmd) {

@@ -127,11 +127,6 @@ std::vector<std::int64_t> split_ints(const std::string& s) {
   return out;
 }
 
-bool unique_violation(const error& e) {
-  const auto& c = e.code();
-  return c == "23505" || c == "1062" || c == "1555" || c == "2067";
-}
-
 // A result with the failure attributed to the first request index of the line.
 reserve_result failed(status s, const line& l, std::int64_t available = 0) {
   reserve_result r;
@@ -281,28 +276,26 @@ reserve_result reserve(client& c, const stock_table& table, const std::vector<st
                        const reserve_options& o) {
   validate(table, o);
   const auto lines = merge_lines(items);
-  const names n = quoted(dialect_of(c), table, o);
+  const dialect d = dialect_of(c);
+  const names n = quoted(d, table, o);
   const std::string hash = o.idempotency_key ? request_hash(table, lines) : std::string();
-  const std::string insert_key = o.idempotency_key
-                                     ? "INSERT INTO " + n.idem +
-                                           " (idem_key, request_hash, outcome, failed_item, available, quantities)"
-                                           " VALUES (?, ?, ?, ?, ?, ?)"
-                                     : std::string();
+  // Claiming a key never raises a unique violation (no "duplicate key" line in the server log):
+  // a key that exists already is simply not inserted, and 0 affected rows says so.
+  const std::string insert_key =
+      !o.idempotency_key ? std::string()
+      : std::string(d == dialect::mysql ? "INSERT IGNORE INTO " : "INSERT INTO ") + n.idem +
+            " (idem_key, request_hash, outcome, failed_item, available, quantities) VALUES (?, ?, ?, ?, ?, ?)" +
+            (d == dialect::mysql ? "" : " ON CONFLICT (idem_key) DO NOTHING");
 
   for (int attempt = 1;; ++attempt) {
     bool duplicate = false;
     try {
       auto tx = c.begin(o.transaction);
       if (o.idempotency_key) {
-        // Claim the key first: a concurrent request with the same key waits on it here and then
-        // fails with a unique violation, and reads the outcome this one stores.
-        try {
-          tx.execute(insert_key, {*o.idempotency_key, hash, std::string("pending"), std::int64_t{0}, std::int64_t{0},
-                                  std::string()});
-        } catch (const error& e) {
-          if (!unique_violation(e)) throw;
-          duplicate = true;
-        }
+        // Claim the key first: a concurrent request with the same key waits on it here, inserts
+        // nothing once this one commits, and then reads the outcome this one stores.
+        duplicate = tx.execute(insert_key, {*o.idempotency_key, hash, std::string("pending"), std::int64_t{0},
+                                            std::int64_t{0}, std::string()}) == 0;
       }
       if (!duplicate) {
         reserve_result r = run_strategy(tx, n, table, lines, items.size(), o.strategy);
@@ -312,15 +305,11 @@ reserve_result reserve(client& c, const stock_table& table, const std::vector<st
           tx.rollback();
           if (!o.idempotency_key) return r;
           auto tx2 = c.begin(o.transaction);
-          try {
-            tx2.execute(insert_key, {*o.idempotency_key, hash, std::string(status_text(r.outcome)),
-                                     static_cast<std::int64_t>(r.failed_item), r.available, std::string()});
-            tx2.commit();
-            return r;
-          } catch (const error& e) {
-            if (!unique_violation(e)) throw;
-            duplicate = true;
-          }
+          duplicate = tx2.execute(insert_key, {*o.idempotency_key, hash, std::string(status_text(r.outcome)),
+                                               static_cast<std::int64_t>(r.failed_item), r.available,
+                                               std::string()}) == 0;
+          tx2.commit();
+          if (!duplicate) return r;
         } else {
           if (o.idempotency_key) {
             tx.execute("UPDATE " + n.idem + " SET outcome = ?, quantities = ? WHERE idem_key = ?",

@@ -48,8 +48,10 @@ struct client_options {
   bool notifications = true;
   /// Use server-side prepared statements (PostgreSQL); off for PgBouncer in transaction mode.
   bool prepared_statements = true;
-  /// Back-off between database polls of a waiting acquire: the n-th wait is drawn uniformly from
-  /// [b/2, b] with b = min(poll_max, poll_min * 2^n), and never past the holder's lease end.
+  /// Back-off between database polls of a waiting acquire, never past the holder's lease end.
+  /// Where the database wakes waiters (notifications on and the watch accepted), polling is only
+  /// the safety net and each wait is drawn uniformly from [poll_max/2, poll_max]; otherwise the
+  /// n-th wait is drawn from [b/2, b] with b = min(poll_max, poll_min * 2^n).
   std::chrono::milliseconds poll_min{10};
   std::chrono::milliseconds poll_max{250};
   log_callback log;

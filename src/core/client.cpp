@@ -95,7 +95,11 @@ struct client_state : wake_sink {
   bool stopping = false;
 
   std::mutex watch_mu;  // orders watch()/unwatch(); never held together with mu
-  std::unordered_map<std::string, int> watch_counts;
+  struct watch_state {
+    int waiters = 0;
+    bool events = false;  // the backend accepted the watch: a release elsewhere will wake us
+  };
+  std::unordered_map<std::string, watch_state> watches;
 
   client_state(std::unique_ptr<backend> b, const client_options& o)
       : db(std::move(b)), opts(o), holder_base(o.holder_id.empty() ? default_holder_id() : o.holder_id) {
@@ -134,24 +138,30 @@ struct client_state : wake_sink {
     it->second->cv.notify_all();
   }
 
-  void add_watch(const std::string& name) {
-    if (!opts.notifications) return;
+  // Returns true when a release of `name` by another client will wake this one (an event), so
+  // that polling is only the safety net.
+  bool add_watch(const std::string& name) {
+    if (!opts.notifications) return false;
     std::lock_guard lk(watch_mu);
-    if (watch_counts[name]++ == 0) {
+    auto& w = watches[name];
+    if (w.waiters++ == 0) {
       try {
         db->watch(name);
+        w.events = true;
       } catch (const std::exception& e) {
+        w.events = false;
         log(log_level::warning, std::string("could not watch lock for wake-ups (polling only): ") + e.what());
       }
     }
+    return w.events;
   }
 
   void remove_watch(const std::string& name) {
     if (!opts.notifications) return;
     std::lock_guard lk(watch_mu);
-    auto it = watch_counts.find(name);
-    if (it == watch_counts.end() || --it->second > 0) return;
-    watch_counts.erase(it);
+    auto it = watches.find(name);
+    if (it == watches.end() || --it->second.waiters > 0) return;
+    watches.erase(it);
     try {
       db->unwatch(name);
     } catch (const std::exception& e) {
@@ -543,7 +553,7 @@ std::optional<lease_guard> client::acquire_impl(std::string_view name_view, cons
   const std::uint64_t ticket = st.next_id++;
   q->tickets.push_back(ticket);
   lk.unlock();
-  st.add_watch(name);
+  const bool events = st.add_watch(name);
   lk.lock();
 
   // Leave the queue however we exit; the next waiter becomes head and starts polling.
@@ -583,7 +593,9 @@ std::optional<lease_guard> client::acquire_impl(std::string_view name_view, cons
     if (steady::now() >= deadline) return give_up();
 
     // Sleep a jittered back-off, never past the holder's lease end, unless woken by an event.
-    auto base = std::min(st.opts.poll_max, milliseconds(st.opts.poll_min.count() << std::min(polls, 20)));
+    // Where the database wakes waiters, polling is only the safety net: no ramp from poll_min.
+    auto base = events ? st.opts.poll_max
+                       : std::min(st.opts.poll_max, milliseconds(st.opts.poll_min.count() << std::min(polls, 20)));
     std::uniform_int_distribution<std::int64_t> dist(base.count() / 2, base.count());
     auto pause = milliseconds(dist(rng));
     if (last.time_left.count() >= 0 && !last.holder.empty()) pause = std::min(pause, last.time_left + milliseconds(1));

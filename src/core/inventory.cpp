@@ -5,8 +5,6 @@
 #include <charconv>
 #include <cstdint>
 #include <map>
-#include <random>
-#include <thread>
 
 #include "sqllock/error.hpp"
 #include "sqllock/migrations.hpp"
@@ -213,13 +211,12 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
   return r;
 }
 
+// The retry helper's jittered back-off (detail::retry_sleep), with this request's bounds.
 void backoff(const reserve_options& o, int attempt) {
-  thread_local std::minstd_rand rng{std::random_device{}()};
-  auto base = o.backoff_min.count() << std::min(attempt - 1, 20);
-  base = std::min<std::int64_t>(base, o.backoff_max.count());
-  if (base <= 0) return;
-  std::uniform_int_distribution<std::int64_t> dist(base / 2, base);
-  std::this_thread::sleep_for(std::chrono::milliseconds(dist(rng)));
+  retry_policy policy;
+  policy.backoff_min = o.backoff_min;
+  policy.backoff_max = o.backoff_max;
+  detail::retry_sleep(policy, attempt);
 }
 
 // The stored outcome of an idempotency key, if any (a fresh transaction).

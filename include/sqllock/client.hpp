@@ -72,7 +72,7 @@ struct lease_options {
   std::chrono::milliseconds ttl{30000};
   /// Renew automatically while held (the watchdog). Off: the lease simply expires after ttl.
   bool auto_renew = true;
-  /// Called once, from the watchdog thread, when the lease is found lost.
+  /// Called once when the lease is found lost: from the watchdog thread, or from renew().
   std::function<void(const std::string& name, std::int64_t fencing_token)> on_lost;
 };
 
@@ -99,7 +99,9 @@ class lease_guard {
   bool owns() const noexcept;
   explicit operator bool() const noexcept { return owns(); }
 
-  /// Renew now (the watchdog does this on its own). Throws lease_lost when the owner check fails.
+  /// Renew now (the watchdog does this on its own). Throws lease_lost when the owner check fails,
+  /// or when the database cannot be reached (after one retry on a fresh connection) and the lease
+  /// has run out by the client's conservative clock; connection_lost while it may still be held.
   void renew();
   /// Release now. Throws lease_lost if the owner check fails (the lease was taken over); the guard
   /// is finished either way.

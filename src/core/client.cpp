@@ -363,8 +363,34 @@ struct client_state : wake_sink {
   void renew(lease_state& s) {
     if (s.released) throw invalid_argument("renew: the lease was already released");
     renew_item item{s.name, s.holder, s.token, s.ttl};
-    const auto t0 = steady::now();
-    auto matched = db->renew(std::span<const renew_item>(&item, 1));
+    auto t0 = steady::now();
+    std::vector<std::size_t> matched;
+    try {
+      try {
+        matched = db->renew(std::span<const renew_item>(&item, 1));
+      } catch (const connection_lost&) {
+        // Renewal is idempotent (an owner-checked extension), so one more try on the connection
+        // the backend re-opens is safe; it answers the owner check if the server is back.
+        t0 = steady::now();
+        matched = db->renew(std::span<const renew_item>(&item, 1));
+      }
+    } catch (const std::exception& e) {
+      std::vector<lost_notice> notices;
+      {
+        std::lock_guard lk(mu);
+        // Past the conservative local expiry the lease cannot be trusted whatever the database
+        // would answer: report it lost, as the watchdog does, instead of a bare connection error.
+        if (!s.lost && steady::now() < s.expires_estimate) throw;
+        if (!s.lost) {
+          uncertain_holds.insert(key(s.name, s.holder));
+          notices.push_back(mark_lost_locked(s, std::string("renewal failed after the lease ran out: ") + e.what()));
+        }
+      }
+      run_notices(notices);
+      throw lease_lost("lease '" + s.name + "' (token " + std::to_string(s.token) +
+                           ") ran out before it could be renewed: " + e.what(),
+                       std::string(db->kind()), "", "lease_renew");
+    }
     std::vector<lost_notice> notices;
     {
       std::lock_guard lk(mu);

@@ -86,24 +86,9 @@ int run_suite(int argc, char** argv, backend_hooks h) {
     std::cerr << "unknown child role " << role << "\n";
     return 6;
   }
-  try {
-    auto c = sqllock::connect(g_hooks.url, {.require_schema = false});
-    c.migrate();
-  } catch (const std::exception& e) {
-    std::cerr << "conformance_" << g_hooks.name << ": cannot prepare the database: " << e.what() << "\n";
-    return 2;
-  }
+  if (int rc = sqllock_testing::prepare_database(g_hooks.url, "conformance_" + g_hooks.name)) return rc;
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
-}
-
-std::string unique_name(const std::string& prefix) {
-  static std::atomic<int> counter{0};
-  static const std::string run = [] {
-    std::random_device rd;
-    return std::to_string(getpid()) + "_" + std::to_string(rd() % 100000);
-  }();
-  return prefix + "_" + run + "_" + std::to_string(counter++);
 }
 
 sqllock::client make_client(sqllock::client_options options) { return sqllock::connect(g_hooks.url, options); }

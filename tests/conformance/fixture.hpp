@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_support.hpp"
 #include "sqllock/sqllock.hpp"
 
 namespace sqllock_test {
@@ -27,7 +28,7 @@ const backend_hooks& hooks();
 int run_suite(int argc, char** argv, backend_hooks h);
 
 /// A lock or table name unique to this test run.
-std::string unique_name(const std::string& prefix);
+using sqllock_testing::unique_name;
 /// A client on the suite's database; the lock tables already exist.
 sqllock::client make_client(sqllock::client_options options = {});
 /// Poll intervals so long that only an event can explain a quick wake-up.

@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/test_support.hpp"
 #include "sqllock/mysql.hpp"
 #include "sqllock/sqllock.hpp"
 
@@ -54,14 +55,7 @@ std::string url() {
   return u;
 }
 
-std::string unique_name(const std::string& prefix) {
-  static std::atomic<int> counter{0};
-  static const std::string run = [] {
-    std::random_device rd;
-    return std::to_string(getpid()) + "_" + std::to_string(rd() % 100000);
-  }();
-  return prefix + "_" + run + "_" + std::to_string(counter++);
-}
+using sqllock_testing::unique_name;
 
 sqllock::client make_client(sqllock::client_options o = {}) { return sqllock::connect(url(), o); }
 

@@ -63,26 +63,9 @@ int run_stories(int argc, char** argv, backend_under_test b) {
     std::cerr << "unknown child role " << role << "\n";
     return 6;
   }
-  try {
-    sqllock::client_options options;
-    options.require_schema = false;
-    auto c = sqllock::connect(g_backend.url, options);
-    c.migrate();
-  } catch (const std::exception& e) {
-    std::cerr << "stories_" << g_backend.name << ": cannot prepare the database: " << e.what() << "\n";
-    return 2;
-  }
+  if (int rc = sqllock_testing::prepare_database(g_backend.url, "stories_" + g_backend.name)) return rc;
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
-}
-
-std::string unique_name(const std::string& prefix) {
-  static std::atomic<int> counter{0};
-  static const std::string run = [] {
-    std::random_device rd;
-    return std::to_string(getpid()) + "_" + std::to_string(rd() % 100000);
-  }();
-  return prefix + "_" + run + "_" + std::to_string(counter++);
 }
 
 sqllock::client make_client(sqllock::client_options options) { return sqllock::connect(g_backend.url, options); }

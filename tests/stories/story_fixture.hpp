@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_support.hpp"
 #include "sqllock/sqllock.hpp"
 
 namespace stories {
@@ -28,7 +29,7 @@ const backend_under_test& backend();
 int run_stories(int argc, char** argv, backend_under_test b);
 
 /// A name unique to this run (letters, digits, underscores).
-std::string unique_name(const std::string& prefix);
+using sqllock_testing::unique_name;
 sqllock::client make_client(sqllock::client_options options = {});
 sqllock::dialect current_dialect();
 

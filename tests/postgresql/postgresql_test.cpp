@@ -724,6 +724,48 @@ TEST_F(PostgreSQL, BackendStatementsThroughTheSeam) {
   b->release(n2, "h3", e2.token);
 }
 
+TEST_F(PostgreSQL, AFailedAcquireOfALiveLeaseLeavesTheRowUntouched) {
+  // A lease held live by another holder is answered from a read: the INSERT proposes no row, so
+  // ON CONFLICT DO UPDATE never locks the row (which would set xmax, take a transaction id and
+  // wait for a WAL flush at commit). Both with prepared statements and without.
+  for (const bool prepared : {true, false}) {
+    sqllock::client_options o;
+    o.prepared_statements = prepared;
+    sqllock::detail::backend_config cfg{sqllock::parse_url(url()), o};
+    auto b = sqllock::detail::make_postgresql_backend(cfg);
+    const std::string n = unique("pg_fastpath");
+    auto a = b->acquire(n, "h1", 30s);
+    ASSERT_TRUE(a.acquired);
+    pg_handle h(url());
+    ASSERT_TRUE(h.ok());
+    const std::string row_version =
+        "SELECT xmin::text || '/' || xmax::text FROM sqllock_locks WHERE name = '" + n + "'";
+    const auto before = h.run(row_version);
+    ASSERT_FALSE(before.empty());
+    for (int i = 0; i < 3; ++i) {
+      auto other = b->acquire(n, "h2", 10s);
+      EXPECT_FALSE(other.acquired);
+      EXPECT_EQ(other.holder, "h1");
+      EXPECT_GT(other.time_left.count(), 25000);
+      EXPECT_LE(other.time_left.count(), 30000);
+    }
+    EXPECT_EQ(h.run(row_version), before) << "a failed acquire locked or changed the row";
+    // The holder itself still re-enters (that path goes through ON CONFLICT DO UPDATE).
+    auto re = b->acquire(n, "h1", 30s);
+    ASSERT_TRUE(re.acquired);
+    EXPECT_EQ(re.token, a.token);
+    EXPECT_EQ(re.hold_count, 2);
+    EXPECT_EQ(b->release(n, "h1", a.token).remaining_holds, 1);
+    EXPECT_EQ(b->release(n, "h1", a.token).remaining_holds, 0);
+    // Free now: another holder gets a greater token.
+    auto next = b->acquire(n, "h2", 10s);
+    ASSERT_TRUE(next.acquired);
+    EXPECT_EQ(next.token, a.token + 1);
+    EXPECT_EQ(next.hold_count, 1);
+    EXPECT_EQ(b->release(n, "h2", next.token).remaining_holds, 0);
+  }
+}
+
 }  // namespace
 
 // ---- placeholder rewriting and channel names (no server needed) ----

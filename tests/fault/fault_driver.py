@@ -230,6 +230,8 @@ class Driver:
         lock_kw = dict(ttl=o.ttl_ms, wait=o.wait_ms, slow_tx_pct=10)
         slots = {s: self.spawn(s, "lock", skews.get(s), **lock_kw) for s in range(o.workers)}
         self.lock_procs_all = list(slots.values())
+        # Measures when the database took writes at all; never a fault target.
+        self.probe = self.spawn(-1, "probe")
         self.skewed = len(skews)
         t0 = time.monotonic()
         end = t0 + seconds
@@ -289,7 +291,7 @@ class Driver:
                 self.signal(p, signal.SIGCONT)
                 p.stop_event["t_end"] = now_us()
                 p.stopped_until = None
-        for p in slots.values():
+        for p in list(slots.values()) + [self.probe]:
             self.signal(p, signal.SIGTERM)
         deadline = time.monotonic() + (o.ttl_ms * 2 + o.wait_ms) / 1000 + 20
         for p in slots.values():
@@ -304,6 +306,23 @@ class Driver:
             if p.exit_code not in (0, None, -9) and not p.killed_by_us:
                 self.v.add("worker_crashed", f"lock worker {p.index} exited with {p.exit_code}")
             p.poll_log()
+        try:
+            self.probe.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.probe.popen.kill()
+            self.probe.popen.wait()
+
+    def db_stalls(self):
+        """Intervals (t0, t1) longer than 500 ms in which the probe's writes all failed or hung."""
+        oks = sorted(int(c[2]) for c in self.read_log(self.probe.log_path) if c[0] == "H" and c[3] == "ok")
+        return [(a, b) for a, b in zip(oks, oks[1:]) if b - a > 500_000]
+
+    def db_stalled(self, t0, t1):
+        """True when the database took no writes for over 500 ms somewhere in [t0, t1]."""
+        hit = any(a < t1 and b > t0 for a, b in self.stalls)
+        if hit:
+            self.excused_by_stall += 1
+        return hit
 
     def pick(self, slots, states):
         cands = [p for p in slots.values()
@@ -458,6 +477,8 @@ class Driver:
 
     def check_lock_phase(self, db, verify_lines):
         o = self.o
+        self.stalls = self.db_stalls()
+        self.excused_by_stall = 0
         slack_us = 2_000_000
         acqs = []
         timeouts = {}
@@ -600,7 +621,8 @@ class Driver:
                 limit = first["t_ack"] if first else float("inf")
                 for n in timeouts.get(name, []):
                     if free_by + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
-                            not self.excused(n["pid"], free_by, n["t_end"]):
+                            not self.excused(n["pid"], free_by, n["t_end"]) and \
+                            not self.db_stalled(free_by, n["t_end"]):
                         self.v.add("stuck_after_holder_died",
                                    f"{name}: a waiter timed out {(n['t_end'] - free_by) / 1000:.0f} ms after the "
                                    f"killed holder's lease (token {token}) had certainly expired, nobody "
@@ -611,7 +633,8 @@ class Driver:
                     self.takeovers += 1
                     self.takeover_delays.append((delay, name, token, ev["t"]))
                     self.max_takeover_ms = max(self.max_takeover_ms, delay)
-                    if delay > o.ttl_ms + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]):
+                    if delay > o.ttl_ms + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]) \
+                            and not self.db_stalled(ev["t"], first["t_ack"]):
                         self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
                                                     f"(token {token}) was killed (TTL {o.ttl_ms} ms)")
                 elif not first and phase_end - ev["t"] > (o.ttl_ms + o.wait_ms + 5000) * 1000:
@@ -755,6 +778,7 @@ class Driver:
         skew = ",".join(f"{k}={v}" for k, v in sorted(self.by_skew.items()))
         unexplained = ",".join(f"{k}={v}" for k, v in sorted(self.unexplained_losses.items())) or "none"
         errs = ",".join(f"{k}={v}" for k, v in sorted(self.errors.items())) or "none"
+        max_stall = max(((b - a) / 1000 for a, b in self.stalls), default=0.0)
         print(f"fault-summary backend={self.backend} duration={time.monotonic() - t_start:.0f}s "
               f"lock_phase={lock_secs:.0f}s "
               f"workers={o.workers} skewed={self.skewed} acquisitions={self.acquisitions} "
@@ -766,7 +790,8 @@ class Driver:
               f"inventory[{' '.join(inv_parts)}] "
               f"violations={self.v.count()} takeovers={self.takeovers} max_takeover_ms={self.max_takeover_ms:.0f} "
               f"(ttl={o.ttl_ms}ms) acquisitions_by_clock[{skew}] unexplained_lease_losses[{unexplained}] "
-              f"worker_errors[{errs}]", flush=True)
+              f"worker_errors[{errs}] db_write_stalls={len(self.stalls)}(max_ms={max_stall:.0f},"
+              f"excused={self.excused_by_stall})", flush=True)
         return 0 if self.v.count() == 0 else 1
 
 

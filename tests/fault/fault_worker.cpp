@@ -6,6 +6,7 @@
 //   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS
 //   fault_worker dump      --url U --prefix P --names N
 //   fault_worker cleanup   --url U --prefix P --names N
+//   fault_worker probe     --url U --prefix P --log F
 //
 // Every log line is tab-separated, written with one write(2) and fsync-free but unbuffered, so a
 // SIGKILL loses at most the line being formed. Times are CLOCK_MONOTONIC microseconds (the driver
@@ -225,6 +226,7 @@ int run_cleanup(const args& a) {
   for (int i = 0; i < a.num("names", 3); ++i) {
     tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {lock_name(a.get("prefix"), i)});
   }
+  tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {a.get("prefix") + "_probe"});
   tx2.commit();
   return 0;
 }
@@ -446,11 +448,38 @@ int run_inventory(const args& a) {
   return 0;
 }
 
+// ---------------------------------------------------------------- the write-availability probe
+
+// Acquires and releases a name of its own (never contended) every 50 ms and logs each try:
+// H t_start t_end ok|busy|<error kind>. A long gap between successful tries is a time when the
+// database took no writes at all (an I/O stall of the host, a server restart): the checker does
+// not blame the lock library for a waiter that timed out then.
+int run_probe(const args& a) {
+  line_log log(a.get("log"));
+  auto c = connect_retry(a.get("url"), &log);
+  const std::string name = a.get("prefix") + "_probe";
+  while (!g_stop.load() && c) {
+    const auto t0 = now_us();
+    std::string result = "busy";
+    try {
+      if (auto g = c->try_acquire(name, {.ttl = 5s, .auto_renew = false})) {
+        g->release();
+        result = "ok";
+      }
+    } catch (const std::exception& e) {
+      result = error_kind(e);
+    }
+    log.line("H", t0, now_us(), result);
+    std::this_thread::sleep_for(50ms);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::cerr << "usage: fault_worker setup|lock|inventory|verify|dump|cleanup --key value...\n";
+    std::cerr << "usage: fault_worker setup|lock|inventory|verify|dump|cleanup|probe --key value...\n";
     return 64;
   }
   std::string mode = argv[1];
@@ -474,6 +503,7 @@ int main(int argc, char** argv) {
     if (mode == "verify") return run_verify(a);
     if (mode == "dump") return run_dump(a);
     if (mode == "cleanup") return run_cleanup(a);
+    if (mode == "probe") return run_probe(a);
   } catch (const std::exception& e) {
     std::cerr << "fault_worker " << mode << ": " << error_kind(e) << ": " << e.what() << '\n';
     return 2;

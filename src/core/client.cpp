@@ -605,6 +605,7 @@ std::optional<lease_guard> client::acquire_impl(std::string_view name_view, cons
 
   thread_local std::minstd_rand rng{std::random_device{}()};
   int polls = 0;
+  int unknown = 0;  // consecutive failed tries that named no live holder
   for (;;) {
     // Wait to be the head of the local queue.
     bool head = q->cv.wait_until(lk, stop, deadline, [&] { return q->tickets.front() == ticket; });
@@ -620,12 +621,21 @@ std::optional<lease_guard> client::acquire_impl(std::string_view name_view, cons
 
     // Sleep a jittered back-off, never past the holder's lease end, unless woken by an event.
     // Where the database wakes waiters, polling is only the safety net: no ramp from poll_min.
-    auto base = events ? st.opts.poll_max
-                       : std::min(st.opts.poll_max, milliseconds(st.opts.poll_min.count() << std::min(polls, 20)));
+    // A failed try that names no live holder saw a free or expired name (freed between the
+    // statements, or the database too busy to take it: SQLite's single write lock, after the
+    // backend's own short busy wait). No release event will follow: retry after poll_min,
+    // doubling at most twice while it lasts.
+    const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
+    unknown = holder_known ? 0 : unknown + 1;
+    const int doublings = holder_known ? (events ? 0 : std::min(polls, 20)) : std::min(unknown - 1, 2);
+    auto base = holder_known && events ? st.opts.poll_max
+                                       : std::min(st.opts.poll_max, milliseconds(st.opts.poll_min.count() << doublings));
     std::uniform_int_distribution<std::int64_t> dist(base.count() / 2, base.count());
     auto pause = milliseconds(dist(rng));
-    if (last.time_left.count() >= 0 && !last.holder.empty()) pause = std::min(pause, last.time_left + milliseconds(1));
-    ++polls;
+    if (holder_known) {
+      pause = std::min(pause, last.time_left + milliseconds(1));
+      ++polls;
+    }
     auto wake_at = std::min(deadline, steady::now() + pause);
     q->cv.wait_until(lk, stop, wake_at, [&] { return q->events != events_before; });
     if (stop.stop_requested()) throw cancelled("acquire of lock '" + name + "' cancelled");

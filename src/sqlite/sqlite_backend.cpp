@@ -471,17 +471,23 @@ class sqlite_backend final : public backend {
         out.hold_count = run.int_at(1);
       }
     } catch (const lock_not_available&) {
-      return out;  // another connection holds the write lock: not acquired now, holder unknown
+      // Another connection holds the write lock: not acquired now. A WAL reader is never blocked
+      // by the writer, so still say who holds the name (none or expired: the waiter retries soon).
     }
     if (out.acquired) {
       hold_wait_byte(name);
       return out;
     }
-    statement_run run = lease_statement("lease_holder");
-    run.bind(1, name);
-    if (run.step(true)) {
-      out.holder = run.text_at(0).value_or("");
-      out.time_left = std::chrono::milliseconds(run.int_at(1));
+    try {
+      busy_timeout_scope busy(lease_db_.get(), acquire_busy_ms);
+      statement_run run = lease_statement("lease_holder");
+      run.bind(1, name);
+      if (run.step(true)) {
+        out.holder = run.text_at(0).value_or("");
+        out.time_left = std::chrono::milliseconds(run.int_at(1));
+      }
+    } catch (const lock_not_available&) {
+      // Busy even for a reader (a shared-cache memory database): holder unknown, retry soon.
     }
     return out;
   }

@@ -1,10 +1,11 @@
 -- Release one hold: $1 name, $2 holder, $3 token, $4 expected hold count (NULL: any; set when a
 -- release that failed with a lost connection is sent again, so that it applies at most once),
--- $5 notification channel of the name.
--- Owner-checked; at hold_count 0 the row is freed (token kept, row never deleted) and waiters
--- listening on $5 are notified with the name as payload, in the same statement. The commit of this
--- one-statement transaction is asynchronous (set_config(..., is_local => true) lasts only until
--- that commit): a release lost in a crash only leaves a lease to expire.
+-- $5 notification channel of the name, or NULL for no notification (client_options::notifications
+-- = false: servers and poolers without LISTEN/NOTIFY).
+-- Owner-checked; at hold_count 0 the row is freed (token kept, row never deleted) and, when $5 is
+-- given, waiters listening on $5 are notified with the name as payload, in the same statement. The
+-- commit of this one-statement transaction is asynchronous (set_config(..., is_local => true) lasts
+-- only until that commit): a release lost in a crash only leaves a lease to expire.
 -- Columns: remaining hold_count, notified (null), synchronous_commit setting.
 WITH cfg AS (
   SELECT set_config('synchronous_commit', 'off', true) AS sync
@@ -18,6 +19,6 @@ WITH cfg AS (
   RETURNING l.name, l.hold_count
 )
 SELECT u.hold_count,
-       CASE WHEN u.hold_count = 0 THEN pg_notify($5, u.name) END AS notified,
+       CASE WHEN u.hold_count = 0 AND $5::text IS NOT NULL THEN pg_notify($5::text, u.name) END AS notified,
        cfg.sync
 FROM u CROSS JOIN cfg

@@ -50,7 +50,7 @@ class pg_backend final : public backend {
         table_(config.options.table),
         acquire_(load("lease_acquire", table_)),
         renew_(load("lease_renew", table_)),
-        release_(load(config.options.notifications ? "lease_release" : "lease_release_silent", table_)),
+        release_(load("lease_release", table_)),
         force_release_(load(config.options.notifications ? "lease_force_release" : "lease_force_release_silent",
                             table_)),
         inspect_(load("lease_inspect", table_)),
@@ -290,7 +290,8 @@ class pg_backend final : public backend {
                              std::optional<std::int64_t> expected) const {
     text_params params{name, holder, std::to_string(token)};
     params.push_back(expected ? std::optional<std::string>(std::to_string(*expected)) : std::nullopt);
-    if (options_.notifications) params.push_back(channel_for(table_, name));
+    // The channel to notify when the hold count reaches 0; NULL sends no notification.
+    params.push_back(options_.notifications ? std::optional<std::string>(channel_for(table_, name)) : std::nullopt);
     return params;
   }
 

@@ -2,6 +2,7 @@
 // locks, deadlocks, adoption, and the backend's statements through the seam.
 #include <gtest/gtest.h>
 #include <libpq-fe.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <atomic>
@@ -763,6 +764,68 @@ TEST_F(PostgreSQL, AFailedAcquireOfALiveLeaseLeavesTheRowUntouched) {
     EXPECT_EQ(next.token, a.token + 1);
     EXPECT_EQ(next.hold_count, 1);
     EXPECT_EQ(b->release(n, "h2", next.token).remaining_holds, 0);
+  }
+}
+
+// Notifications with `payload` on `channel` that reach `listener` before `until` (or, once
+// `expected` have arrived, right away).
+int count_notifications(PGconn* listener, const std::string& channel, const std::string& payload, int expected,
+                        steady::time_point until) {
+  int count = 0;
+  for (;;) {
+    if (!PQconsumeInput(listener)) {
+      ADD_FAILURE() << "listener: " << PQerrorMessage(listener);
+      return count;
+    }
+    while (PGnotify* n = PQnotifies(listener)) {
+      if (channel == n->relname && payload == n->extra) ++count;
+      PQfreemem(n);
+    }
+    const auto left = std::chrono::duration_cast<milliseconds>(until - steady::now()).count();
+    if (count >= expected || left <= 0) return count;
+    pollfd p{PQsocket(listener), POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(left));
+  }
+}
+
+TEST_F(PostgreSQL, ReleaseNotifiesOnlyWhenNotificationsAreOn) {
+  // One lease_release statement for both settings: the channel parameter is NULL when
+  // notifications are off, and then the statement sends no NOTIFY. Seven rounds per setting go
+  // past the five custom plans PostgreSQL makes for a prepared statement, into its generic plan.
+  pg_handle listener(url());
+  ASSERT_TRUE(listener.ok());
+  for (const bool notifications : {false, true}) {
+    for (const bool prepared : {true, false}) {
+      SCOPED_TRACE(std::string("notifications ") + (notifications ? "on" : "off") + ", prepared statements " +
+                   (prepared ? "on" : "off"));
+      sqllock::client_options o;
+      o.notifications = notifications;
+      o.prepared_statements = prepared;
+      sqllock::detail::backend_config cfg{sqllock::parse_url(url()), o};
+      auto b = sqllock::detail::make_postgresql_backend(cfg);
+      const std::string n = unique("pg_release_notify");
+      const std::string channel = sqllock::detail::pg::channel_for("sqllock_locks", n);
+      listener.run("LISTEN " + channel);
+      const int rounds = 7;
+      for (int i = 0; i < rounds; ++i) {
+        auto a = b->acquire(n, "h1", 10s);
+        ASSERT_TRUE(a.acquired);
+        ASSERT_TRUE(b->acquire(n, "h1", 10s).acquired);
+        auto s0 = b->statements();
+        EXPECT_EQ(b->release(n, "h1", a.token).remaining_holds, 1);  // still held: no notification
+        EXPECT_EQ(b->statements() - s0, 1u);
+        s0 = b->statements();
+        auto r = b->release(n, "h1", a.token);
+        EXPECT_TRUE(r.released);
+        EXPECT_EQ(r.remaining_holds, 0);
+        EXPECT_EQ(b->statements() - s0, 1u);
+        EXPECT_FALSE(b->inspect(n).has_value());
+      }
+      const int expected = notifications ? rounds : 0;
+      const auto until = steady::now() + (notifications ? 5000ms : 500ms);
+      EXPECT_EQ(count_notifications(listener.c, channel, n, rounds, until), expected);
+      listener.run("UNLISTEN " + channel);
+    }
   }
 }
 

@@ -4,15 +4,18 @@
 #include <string_view>
 #include <vector>
 
+#include "core/sql_lexer.hpp"
 #include "sqllock/error.hpp"
 #include "sqllock/migrations.hpp"
 
 namespace sqllock {
 namespace {
 
-bool ident_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || static_cast<unsigned char>(c) >= 0x80;
-}
+using detail::sql_ident_char;
+using detail::sql_span;
+using detail::sql_span_at;
+using detail::sql_span_kind;
+using detail::sql_span_name;
 
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
@@ -38,17 +41,6 @@ std::size_t line_of(std::string_view s, std::size_t pos) {
 [[noreturn]] void unterminated(std::string_view what, std::string_view script, std::size_t pos) {
   throw invalid_argument("unterminated " + std::string(what) + " starting on line " +
                          std::to_string(line_of(script, pos)));
-}
-
-// If sql[i] starts a PostgreSQL dollar-quote tag ($$ or $tag$), its length; 0 otherwise.
-std::size_t dollar_tag(std::string_view sql, std::size_t i) {
-  if (sql[i] != '$') return 0;
-  if (i > 0 && ident_char(sql[i - 1])) return 0;  // part of an identifier like a$b
-  std::size_t j = i + 1;
-  if (j < sql.size() && std::isdigit(static_cast<unsigned char>(sql[j]))) return 0;  // $1
-  while (j < sql.size() && ident_char(sql[j]) && sql[j] != '$') ++j;
-  if (j < sql.size() && sql[j] == '$') return j - i + 1;
-  return 0;
 }
 
 // The words (outside quotes and comments) of a statement so far, upper-cased, for the few
@@ -153,35 +145,14 @@ std::vector<std::string> split_sql(std::string_view script, dialect d, std::vect
       continue;
     }
     at_line_start = false;
-    // Comments.
-    if (c == '-' && i + 1 < n && script[i + 1] == '-') {
-      std::size_t eol = script.find('\n', i);
-      i = eol == std::string_view::npos ? n : eol;
-      continue;
-    }
-    if (c == '#' && d == dialect::mysql) {
-      std::size_t eol = script.find('\n', i);
-      i = eol == std::string_view::npos ? n : eol;
-      continue;
-    }
-    if (c == '/' && i + 1 < n && script[i + 1] == '*') {
-      const std::size_t begin = i;
-      // MySQL executable comments /*! ... */ are code for the server.
-      if (d == dialect::mysql && i + 2 < n && script[i + 2] == '!') has_code = true;
-      int depth = 1;
-      i += 2;
-      while (i < n && depth > 0) {
-        if (d == dialect::postgresql && script[i] == '/' && i + 1 < n && script[i + 1] == '*') {
-          ++depth;
-          i += 2;
-        } else if (script[i] == '*' && i + 1 < n && script[i + 1] == '/') {
-          --depth;
-          i += 2;
-        } else {
-          ++i;
-        }
+    // Comments (MySQL's executable /*! ... */ are code for the server).
+    const sql_span span = sql_span_at(script, i, d);
+    if (span.kind == sql_span_kind::line_comment || span.kind == sql_span_kind::block_comment) {
+      if (!span.terminated) unterminated(sql_span_name(span.kind), script, i);
+      if (d == dialect::mysql && span.kind == sql_span_kind::block_comment && i + 2 < n && script[i + 2] == '!') {
+        has_code = true;
       }
-      if (depth > 0) unterminated("comment", script, begin);
+      i += span.length;
       continue;
     }
     // The delimiter ends a statement (outside BEGIN ... END bodies).
@@ -192,46 +163,20 @@ std::vector<std::string> split_sql(std::string_view script, dialect d, std::vect
       continue;
     }
     has_code = true;
-    // Quoted strings and identifiers.
-    if (c == '\'' || c == '"' || (c == '`' && d != dialect::postgresql) || (c == '[' && d == dialect::sqlite)) {
-      const std::size_t begin = i;
-      const char close = c == '[' ? ']' : c;
-      const bool backslash = (d == dialect::mysql && c != '`') ||
-                             (d == dialect::postgresql && c == '\'' && i > 0 &&
-                              (script[i - 1] == 'E' || script[i - 1] == 'e') && (i < 2 || !ident_char(script[i - 2])));
-      std::size_t j = i + 1;
-      bool closed = false;
-      while (j < n) {
-        if (backslash && script[j] == '\\' && j + 1 < n) {
-          j += 2;
-          continue;
-        }
-        if (script[j] == close) {
-          if (close != ']' && j + 1 < n && script[j + 1] == close) {
-            j += 2;
-            continue;
-          }
-          closed = true;
-          break;
-        }
-        ++j;
+    // Quoted strings and identifiers, dollar-quoted bodies.
+    if (span.kind != sql_span_kind::none) {
+      if (!span.terminated) {
+        unterminated(span.kind == sql_span_kind::dollar_string
+                         ? "dollar-quoted string " + std::string(script.substr(i, script.find('$', i + 1) + 1 - i))
+                         : std::string(sql_span_name(span.kind)),
+                     script, i);
       }
-      if (!closed) unterminated(c == '\'' ? "string" : "quoted identifier", script, begin);
-      i = j + 1;
+      i += span.length;
       continue;
     }
-    if (d == dialect::postgresql) {
-      if (std::size_t tag = dollar_tag(script, i); tag > 0) {
-        const std::string_view delim = script.substr(i, tag);
-        const std::size_t end = script.find(delim, i + tag);
-        if (end == std::string_view::npos) unterminated("dollar-quoted string " + std::string(delim), script, i);
-        i = end + tag;
-        continue;
-      }
-    }
-    if (ident_char(c) && !std::isdigit(static_cast<unsigned char>(c))) {
+    if (sql_ident_char(c) && !std::isdigit(static_cast<unsigned char>(c))) {
       std::size_t j = i;
-      while (j < n && (ident_char(script[j]) || script[j] == '$')) ++j;
+      while (j < n && (sql_ident_char(script[j]) || script[j] == '$')) ++j;
       words.add(script.substr(i, j - i));
       i = j;
       continue;

@@ -24,7 +24,7 @@ cmake --build "$build" -j 2 >"$build/build.log" 2>&1 || { tail -n 40 "$build/bui
 
 mkdir -p "$build/artifacts"
 status=0
-for target in fuzz_url fuzz_duration fuzz_lock_name fuzz_identifier; do
+for target in fuzz_url fuzz_duration fuzz_lock_name fuzz_identifier fuzz_sql; do
   scratch=$(mktemp -d /tmp/sqllock-fuzz-corpus.XXXXXX)
   log=$build/$target.log
   if ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -1,0 +1,6 @@
+DELIMITER //
+CREATE PROCEDURE p() BEGIN SELECT 1; END //
+DELIMITER ;
+SELECT `a;b` # c;
+, 'it\'s';
+/*!50001 SELECT 1 */;

@@ -89,8 +89,11 @@ class backend {
   /// Renew a batch in as few statements as the dialect allows; returns the indices of the items
   /// whose owner check passed (the others are lost).
   virtual std::vector<std::size_t> renew(std::span<const renew_item> items) = 0;
-  virtual release_outcome release(const std::string& name, const std::string& holder,
-                                  std::int64_t token) = 0;
+  /// Owner-checked release of one hold. With expected_holds, it applies only while the row still
+  /// counts exactly that many holds: the core re-sends a release whose answer was lost with that
+  /// count, so it applies at most once (not at all if the lost one was applied after all).
+  virtual release_outcome release(const std::string& name, const std::string& holder, std::int64_t token,
+                                  std::optional<std::int64_t> expected_holds = std::nullopt) = 0;
   /// Free a lock whoever holds it (fencing sequence kept). False if it was not held.
   virtual bool force_release(const std::string& name) = 0;
   /// The row of one name, if it has a holder (live or expired).

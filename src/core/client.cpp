@@ -12,6 +12,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "core/backend.hpp"
@@ -88,6 +89,18 @@ struct client_state : wake_sink {
   // name + '\0' + holder whose last hold may still be counted by the database: its release threw
   // (the answer was lost with the connection) or its renewals failed until it ran out.
   std::set<std::string> uncertain_holds;
+  // The hold count the database last reported for each acquisition of ours (name, holder, token).
+  using lease_key = std::tuple<std::string, std::string, std::int64_t>;
+  std::map<lease_key, std::int64_t> db_holds;
+  // Releases that failed without an answer (connection lost, database busy), to be sent again
+  // with the hold count they expect, before the next lease statement or by the watchdog.
+  struct pending_release {
+    lease_key key;
+    std::int64_t expected_holds;
+  };
+  std::deque<pending_release> pending_releases;
+  std::atomic<std::size_t> pending_count{0};  // pending_releases.size(), read without mu
+  std::mutex flush_mu;  // one re-sender at a time; taken before mu, never inside it
   std::uint64_t next_id = 1;
   std::map<std::string, std::shared_ptr<name_queue>> queues;
   std::condition_variable watchdog_cv;
@@ -107,6 +120,7 @@ struct client_state : wake_sink {
   }
 
   ~client_state() override {
+    flush_pending_releases();  // a last try for releases whose answer was lost
     {
       std::lock_guard lk(mu);
       stopping = true;
@@ -189,11 +203,15 @@ struct client_state : wake_sink {
     s->counted = true;
     held[s->id] = s;
     ++held_keys[key(name, holder)];
-    if (s->auto_renew) {
-      if (!watchdog.joinable()) watchdog = std::thread([this] { watchdog_loop(); });
-      watchdog_cv.notify_all();
-    }
+    db_holds[{name, holder, o.token}] = o.hold_count;
+    if (s->auto_renew) watchdog_started_locked();
     return s;
+  }
+
+  // Start the watchdog thread if needed and have it look at its work again; called with mu held.
+  void watchdog_started_locked() {
+    if (!watchdog.joinable()) watchdog = std::thread([this] { watchdog_loop(); });
+    watchdog_cv.notify_all();
   }
 
   // Remove from the renewal registry; called with mu held.
@@ -253,13 +271,71 @@ struct client_state : wake_sink {
     }
   }
 
+  // The hold count the database last reported for an acquisition: 0 forgets it.
+  void note_holds_locked(const lease_key& k, std::int64_t holds) {
+    if (holds > 0) {
+      db_holds[k] = holds;
+    } else {
+      db_holds.erase(k);
+    }
+  }
+
+  // Send again the releases that failed without an answer. Each applies at most once: only while
+  // the row still counts the holds it counted before (a lost release that was applied after all
+  // left one fewer). Never throws: still unreachable, they wait for the next call.
+  void flush_pending_releases() noexcept {
+    if (pending_count.load() == 0) return;
+    std::unique_lock fl(flush_mu, std::try_to_lock);
+    if (!fl.owns_lock()) return;  // another thread is sending them
+    for (;;) {
+      pending_release p;
+      {
+        std::lock_guard lk(mu);
+        if (pending_releases.empty()) return;
+        p = pending_releases.front();
+      }
+      const auto& [name, holder, token] = p.key;
+      bool drop = true;
+      try {
+        auto r = db->release(name, holder, token, p.expected_holds);
+        std::lock_guard lk(mu);
+        if (r.released) {
+          log(log_level::info, "lock '" + name + "': a release whose answer was lost was sent again and applied");
+          note_holds_locked(p.key, r.remaining_holds);
+          if (r.remaining_holds == 0) {
+            if (held_keys.count(key(name, holder)) == 0) uncertain_holds.erase(key(name, holder));
+            wake_locked(name);
+          }
+        }
+      } catch (const connection_lost&) {
+        drop = false;
+      } catch (const lock_not_available&) {
+        drop = false;
+      } catch (const std::exception& e) {
+        log(log_level::warning, "lock '" + name + "': dropping a release that could not be sent again: " + e.what());
+      }
+      if (!drop) return;
+      std::lock_guard lk(mu);
+      if (!pending_releases.empty()) pending_releases.pop_front();
+      pending_count.store(pending_releases.size());
+    }
+  }
+
   void watchdog_loop() {
     std::unique_lock lk(mu);
     while (!stopping) {
+      if (!pending_releases.empty()) {
+        lk.unlock();
+        flush_pending_releases();
+        lk.lock();
+        if (stopping) break;
+      }
       auto earliest = steady::time_point::max();
       for (auto& [id, s] : held) {
         if (s->auto_renew) earliest = std::min(earliest, s->next_renew);
       }
+      // A release still waiting to be sent again: retry it at the longest poll interval.
+      if (!pending_releases.empty()) earliest = std::min(earliest, steady::now() + opts.poll_max);
       if (earliest == steady::time_point::max()) {
         watchdog_cv.wait(lk);
         continue;
@@ -338,18 +414,37 @@ struct client_state : wake_sink {
       deregister_locked(s);
       was_lost = s.lost.load();
     }
+    flush_pending_releases();
+    const lease_key k{s.name, s.holder, s.token};
     release_outcome r;
     try {
       r = db->release(s.name, s.holder, s.token);
-    } catch (...) {
+    } catch (const std::exception& e) {
+      const bool unanswered = dynamic_cast<const connection_lost*>(&e) || dynamic_cast<const lock_not_available*>(&e);
       std::lock_guard lk(mu);
       uncount_locked(s);
       uncertain_holds.insert(key(s.name, s.holder));
+      if (auto it = db_holds.find(k); it != db_holds.end()) {
+        if (unanswered) {
+          // Queued in order: a later lost release of the same lease expects one hold fewer.
+          pending_releases.push_back({k, it->second});
+          pending_count.store(pending_releases.size());
+          watchdog_started_locked();
+          note_holds_locked(k, it->second - 1);
+        } else {
+          db_holds.erase(it);
+        }
+      }
       throw;
     }
     {
       std::lock_guard lk(mu);
       uncount_locked(s);
+      if (r.released) {
+        note_holds_locked(k, r.remaining_holds);
+      } else {
+        db_holds.erase(k);
+      }
       if (r.released && r.remaining_holds == 0) wake_locked(s.name);
     }
     if (!r.released) {
@@ -362,6 +457,7 @@ struct client_state : wake_sink {
 
   void renew(lease_state& s) {
     if (s.released) throw invalid_argument("renew: the lease was already released");
+    flush_pending_releases();
     renew_item item{s.name, s.holder, s.token, s.ttl};
     auto t0 = steady::now();
     std::vector<std::size_t> matched;
@@ -528,6 +624,7 @@ std::optional<lease_guard> client::acquire_impl(std::string_view name_view, cons
   detail::acquire_outcome last;
 
   auto attempt = [&]() -> std::optional<lease_guard> {
+    st.flush_pending_releases();
     auto t0 = steady::now();
     last = st.db->acquire(name, holder, options.ttl);
     if (last.acquired && last.hold_count > 1 && st.stale_hold_possible(name, holder)) {
@@ -645,14 +742,21 @@ std::optional<lease_guard> client::acquire_impl(std::string_view name_view, cons
 
 std::optional<lock_info> client::inspect(std::string_view name) {
   validate_lock_name(name);
-  return live(state_).db->inspect(std::string(name));
+  auto& st = live(state_);
+  st.flush_pending_releases();
+  return st.db->inspect(std::string(name));
 }
 
-std::vector<lock_info> client::list_locks() { return live(state_).db->list_locks(); }
+std::vector<lock_info> client::list_locks() {
+  auto& st = live(state_);
+  st.flush_pending_releases();
+  return st.db->list_locks();
+}
 
 bool client::force_release(std::string_view name) {
   validate_lock_name(name);
   auto& st = live(state_);
+  st.flush_pending_releases();
   bool released = st.db->force_release(std::string(name));
   st.wake(std::string(name));
   return released;

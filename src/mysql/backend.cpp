@@ -221,11 +221,11 @@ class mysql_backend final : public backend {
     });
   }
 
-  release_outcome release(const std::string& name, const std::string& holder,
-                          std::int64_t token) override {
+  release_outcome release(const std::string& name, const std::string& holder, std::int64_t token,
+                          std::optional<std::int64_t> expected_holds) override {
     return with_lease([&](connection& c) {
-      return returning_ ? release_returning(c, name, holder, token)
-                        : release_plain(c, name, holder, token);
+      return returning_ ? release_returning(c, name, holder, token, expected_holds)
+                        : release_plain(c, name, holder, token, expected_holds);
     });
   }
 
@@ -425,13 +425,14 @@ class mysql_backend final : public backend {
   }
 
   /// MariaDB: one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING, wake-up lock release included.
-  release_outcome release_returning(connection& c, const std::string& name,
-                                    const std::string& holder, std::int64_t token) {
+  release_outcome release_returning(connection& c, const std::string& name, const std::string& holder,
+                                    std::int64_t token, std::optional<std::int64_t> expected_holds) {
     const bool ours = owns_wake_lock(name, holder, token);
+    const value expected = expected_holds ? value(*expected_holds) : value();
     count_statement();
     result_rows r = c.query(sql_.release,
-                            {name, token, holder, token, holder, token, holder, token,
-                             static_cast<std::int64_t>(ours ? 1 : 0), token, wake_key(name)},
+                            {name, token, holder, token, expected, expected, holder, token, expected, expected,
+                             holder, token, static_cast<std::int64_t>(ours ? 1 : 0), token, wake_key(name)},
                             "lease_release", true);
     release_outcome out;
     if (r.empty() || r[0].size() < 5) {
@@ -440,9 +441,13 @@ class mysql_backend final : public backend {
     }
     const result_row& row = r[0];
     const bool same_token = to_int(row[1]) == token;
+    // Still held by us: one hold released, unless an expected count did not match (unchanged row).
     if (row[0] && *row[0] == holder && same_token && to_int(row[2]) > 0) {
-      out.released = true;
-      out.remaining_holds = to_int(row[2]);
+      // Still ours: one hold released, unless an expected count did not match (row unchanged).
+      if (!expected_holds || to_int(row[2]) == *expected_holds - 1) {
+        out.released = true;
+        out.remaining_holds = to_int(row[2]);
+      }
     } else if (!row[0] && same_token && row[3] && *row[3] == "1") {
       out.released = true;  // freed by this very statement
       out.remaining_holds = 0;
@@ -455,13 +460,15 @@ class mysql_backend final : public backend {
 
   /// MySQL 8: the owner-checked update, then one read of the holds left (and wake-lock release).
   release_outcome release_plain(connection& c, const std::string& name, const std::string& holder,
-                                std::int64_t token) {
+                                std::int64_t token, std::optional<std::int64_t> expected_holds) {
     release_outcome out;
+    const value expected = expected_holds ? value(*expected_holds) : value();
     count_statement();
     const std::int64_t n =
-        c.execute(sql_.release_plain, {name, holder, token}, "lease_release", true);
+        c.execute(sql_.release_plain, {name, holder, token, expected, expected}, "lease_release", true);
     if (n == 0) {
-      drop_wake_lock_of(c, name, holder, token);
+      // Not ours any more; or, with an expected count that did not match, unchanged and still ours.
+      if (!expected_holds) drop_wake_lock_of(c, name, holder, token);
       return out;
     }
     out.released = true;

@@ -113,7 +113,6 @@ class pg_backend final : public backend {
       out.acquired = true;
       out.token = field_int(r.get(), 0, 1);
       out.hold_count = field_int(r.get(), 0, 2);
-      note_holds({name, holder, out.token}, out.hold_count);
     } else {
       out.holder = field_text(r.get(), 0, 3);
       out.time_left = std::chrono::milliseconds(std::max<std::int64_t>(0, field_int(r.get(), 0, 4)));
@@ -162,32 +161,15 @@ class pg_backend final : public backend {
     return matched;
   }
 
-  release_outcome release(const std::string& name, const std::string& holder,
-                          std::int64_t token) override {
+  release_outcome release(const std::string& name, const std::string& holder, std::int64_t token,
+                          std::optional<std::int64_t> expected_holds) override {
     std::lock_guard lock(mutex_);
-    const lease_key key{name, holder, token};
-    std::optional<std::int64_t> expected;
-    if (auto it = known_holds_.find(key); it != known_holds_.end()) expected = it->second;
-    result_ptr r;
-    try {
-      r = run(release_, release_params(name, holder, token, std::nullopt));
-    } catch (const connection_lost&) {
-      // The caller now counts this hold as released, the row may still show it. Send it again
-      // before the next lease statement, applying only while the row still has the hold count it
-      // had (the lost one may have been applied after all). Without a known count it cannot be
-      // re-sent safely, and the hold expires with its TTL.
-      known_holds_.erase(key);
-      if (expected) pending_releases_.push_back({key, *expected});
-      throw;
-    }
+    // A release whose answer is lost is sent again by the core, with expected_holds.
+    auto r = run(release_, release_params(name, holder, token, expected_holds));
     release_outcome out;
-    if (PQntuples(r.get()) == 0) {
-      known_holds_.erase(key);
-      return out;
-    }
+    if (PQntuples(r.get()) == 0) return out;
     out.released = true;
     out.remaining_holds = field_int(r.get(), 0, 0);
-    note_holds(key, out.remaining_holds);
     return out;
   }
 
@@ -278,14 +260,6 @@ class pg_backend final : public backend {
     return lease_.get();
   }
 
-  using lease_key = std::tuple<std::string, std::string, std::int64_t>;  // name, holder, token
-
-  // A release that failed with a lost connection, to be sent again with its expected hold count.
-  struct pending_release {
-    lease_key key;
-    std::int64_t expected_holds;
-  };
-
   text_params release_params(const std::string& name, const std::string& holder, std::int64_t token,
                              std::optional<std::int64_t> expected) const {
     text_params params{name, holder, std::to_string(token)};
@@ -295,45 +269,6 @@ class pg_backend final : public backend {
     return params;
   }
 
-  // The hold count the database reported for a lease of ours (0: forget it).
-  void note_holds(const lease_key& key, std::int64_t holds) {
-    if (holds <= 0) {
-      known_holds_.erase(key);
-    } else {
-      known_holds_[key] = holds;
-    }
-  }
-
-  // Send the releases that failed with a lost connection again (caller holds mutex_, connection
-  // usable). Each applies at most once: only while the row still has the hold count it had.
-  void flush_pending_releases() {
-    if (pending_releases_.empty() || flushing_) return;
-    flushing_ = true;
-    try {
-      while (!pending_releases_.empty()) {
-        const auto p = pending_releases_.front();
-        const auto& [name, holder, token] = p.key;
-        try {
-          auto r = run(release_, release_params(name, holder, token, p.expected_holds));
-          if (PQntuples(r.get()) > 0) {
-            note_holds(p.key, field_int(r.get(), 0, 0));
-            log_message(options_, log_level::info,
-                        "postgresql: a release that had failed with a lost connection was applied now");
-          }
-        } catch (const connection_lost&) {
-          throw;  // still unreachable: keep it for the next call
-        } catch (const std::exception& e) {
-          log_message(options_, log_level::warning,
-                      std::string("postgresql: dropping a release that could not be sent again: ") + e.what());
-        }
-        pending_releases_.erase(pending_releases_.begin());
-      }
-    } catch (...) {
-      flushing_ = false;
-      throw;
-    }
-    flushing_ = false;
-  }
 
   // Run a lease statement on the lease connection (caller holds mutex_). A statement that gets no
   // answer within `timeout` (a hung server, a partition, a row lock held by someone's long
@@ -341,13 +276,7 @@ class pg_backend final : public backend {
   // past a lease's local expiry; the next call reconnects.
   result_ptr run(const statement& s, const text_params& params, std::chrono::milliseconds timeout = io_timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    auto left = [&] {
-      return std::max(std::chrono::milliseconds(1), std::chrono::duration_cast<std::chrono::milliseconds>(
-                                                        deadline - std::chrono::steady_clock::now()));
-    };
-    lease_conn(timeout);
-    flush_pending_releases();
-    PGconn* c = lease_conn(left());
+    PGconn* c = lease_conn(timeout);
     std::vector<const char*> values;
     values.reserve(params.size());
     for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
@@ -419,9 +348,6 @@ class pg_backend final : public backend {
   std::mutex mutex_;  // the lease connection and its prepared statements
   conn_ptr lease_;
   std::unordered_set<std::string> prepared_;
-  std::map<lease_key, std::int64_t> known_holds_;      // hold counts of our leases, as last reported
-  std::vector<pending_release> pending_releases_;      // failed releases to send again
-  bool flushing_ = false;
 
   std::shared_ptr<connection_pool> pool_;
   std::unique_ptr<listener> listener_;

@@ -517,7 +517,8 @@ class sqlite_backend final : public backend {
     return matched;
   }
 
-  release_outcome release(const std::string& name, const std::string& holder, std::int64_t token) override {
+  release_outcome release(const std::string& name, const std::string& holder, std::int64_t token,
+                          std::optional<std::int64_t> expected_holds) override {
     std::lock_guard lk(mu_);
     release_outcome out;
     try {
@@ -526,6 +527,7 @@ class sqlite_backend final : public backend {
       run.bind(1, name);
       run.bind(2, holder);
       run.bind(3, token);
+      if (expected_holds) run.bind(4, *expected_holds);  // unbound: NULL, any hold count
       count_statement();
       if (run.step(true)) {
         out.released = true;

@@ -403,6 +403,49 @@ TEST(MysqlKill, AHolderWhoseConnectionIsKilledReconnectsAndKeepsItsLease) {
   EXPECT_LT(ms_since(released_at), 1000);
 }
 
+TEST(MysqlKill, AReleaseLostWithTheConnectionIsSentAgainExactlyOnce) {
+  auto c = make_client();
+  auto admin = admin_connection();
+  auto name = unique_name("release_lost");
+  auto lease_connection_id = [&] {
+    return scalar(*admin, "SELECT IS_USED_LOCK(" + wake_key_sql(name) + ")");
+  };
+  auto outer = c.try_acquire(name, {.ttl = 30s});
+  auto inner = c.try_acquire(name, {.ttl = 30s});
+  ASSERT_TRUE(outer && inner);
+  ASSERT_EQ(inner->hold_count(), 2);
+  const auto token = outer->fencing_token();
+
+  // The inner release meets a killed connection: no answer, the row still counts two holds.
+  run(*admin, "KILL " + std::to_string(lease_connection_id()));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_THROW(inner->release(), sqllock::connection_lost);
+  // The next lease statement sends it again first: the row is back to the outer hold.
+  auto info = c.inspect(name);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->hold_count, 1);
+  EXPECT_EQ(info->fencing_token, token);
+  // Sent again, it does not apply twice: the outer hold is still there until released.
+  EXPECT_EQ(c.inspect(name)->hold_count, 1);
+  outer->release();
+  EXPECT_FALSE(c.inspect(name));
+
+  // The only hold, lost the same way: the client sends it again by itself (its watchdog), so
+  // another client acquires the name well before the 30 s lease would have expired.
+  auto g = c.try_acquire(name, {.ttl = 30s});
+  ASSERT_TRUE(g);
+  const auto token2 = g->fencing_token();
+  EXPECT_GT(token2, token);
+  run(*admin, "KILL " + std::to_string(lease_connection_id()));
+  std::this_thread::sleep_for(100ms);
+  EXPECT_THROW(g->release(), sqllock::connection_lost);
+  auto other = make_client();
+  auto w = other.try_acquire_for(name, 5s);
+  ASSERT_TRUE(w);
+  EXPECT_GT(w->fencing_token(), token2);
+  EXPECT_EQ(w->hold_count(), 1);
+}
+
 TEST(MysqlKill, AKilledTransactionConnectionIsConnectionLost) {
   auto c = make_client();
   auto tx = c.begin();

@@ -1,4 +1,5 @@
--- Administrative release whoever holds it: $1 name, $2 notification channel of the name.
+-- Administrative release whoever holds it: $1 name, $2 notification channel of the name, or NULL
+-- for no notification (client_options::notifications off).
 -- The token stays, so the next acquisition still gets a greater one. Returns a row if it was held.
 WITH u AS (
   UPDATE {{locks}}
@@ -6,4 +7,6 @@ WITH u AS (
   WHERE name = $1 AND holder_id IS NOT NULL
   RETURNING name
 )
-SELECT u.name, pg_notify($2, u.name)::text AS notified FROM u
+SELECT u.name,
+       CASE WHEN $2::text IS NOT NULL THEN pg_notify($2::text, u.name) END::text AS notified
+FROM u

@@ -51,8 +51,7 @@ class pg_backend final : public backend {
         acquire_(load("lease_acquire", table_)),
         renew_(load("lease_renew", table_)),
         release_(load("lease_release", table_)),
-        force_release_(load(config.options.notifications ? "lease_force_release" : "lease_force_release_silent",
-                            table_)),
+        force_release_(load("lease_force_release", table_)),
         inspect_(load("lease_inspect", table_)),
         list_(load("lease_list", table_)),
         schema_tables_(load("schema_tables", table_)),
@@ -175,8 +174,9 @@ class pg_backend final : public backend {
 
   bool force_release(const std::string& name) override {
     std::lock_guard lock(mutex_);
-    text_params params{name};
-    if (options_.notifications) params.push_back(channel_for(table_, name));
+    // The channel is NULL with notifications off: the statement then sends none.
+    text_params params{name, std::nullopt};
+    if (options_.notifications) params[1] = channel_for(table_, name);
     auto r = run(force_release_, params);
     return PQntuples(r.get()) > 0;
   }

@@ -492,8 +492,10 @@ void scenario_contention(const config& cfg, report& rep) {
   std::vector<std::pair<std::string, std::string>> modes{{"sqllock", "sqllock"}};
   if (cfg.backend == "postgresql") {
     modes.push_back({"sqllock-poll", "sqllock, notifications=false"});
-    // Diagnostic: a failed PostgreSQL acquire locks the row (ON CONFLICT DO UPDATE), so it gets
-    // a transaction id and its commit waits for the disk; without that wait:
+    // Diagnostic: an acquire that reaches ON CONFLICT DO UPDATE locks the row (a lease that was
+    // free or expired in its snapshot, as when a release wakes several waiters at once), so it
+    // gets a transaction id and its commit waits for the disk even when it fails; without that
+    // wait (a failed acquire of a visibly live lease touches no row since e25ad17):
     modes.push_back({"sqllock-async", "sqllock, synchronous_commit=off"});
   }
   for (const auto& [mode, label] : modes) {

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <map>
@@ -79,6 +80,12 @@ class busy_timeout_scope {
  private:
   sqlite3* db_;
 };
+
+// BEGIN IMMEDIATE (take the write lock now), waiting up to busy_ms for another connection's.
+int begin_immediate(sqlite3* db, std::int64_t busy_ms) {
+  busy_timeout_scope busy(db, static_cast<int>(std::clamp<std::int64_t>(busy_ms, 0, 1 << 30)));
+  return sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
+}
 
 // A prepared statement run once: bind, step through rows, reset on every exit path.
 class statement_run {
@@ -353,10 +360,7 @@ class sqlite_session final : public session {
   void ensure_begun(std::optional<std::chrono::milliseconds> wait) {
     if (finished_) throw invalid_argument("transaction already finished");
     if (borrowed_ || begun_) return;
-    auto ms = wait.value_or(default_busy_timeout);
-    sqlite3_busy_timeout(db_, static_cast<int>(std::min<std::int64_t>(ms.count(), 1 << 30)));
-    int rc = sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-    sqlite3_busy_timeout(db_, static_cast<int>(default_busy_timeout.count()));
+    const int rc = begin_immediate(db_, wait.value_or(default_busy_timeout).count());
     if (rc != SQLITE_OK) {
       if ((rc & 0xff) == SQLITE_BUSY) {
         throw lock_not_available("sqlite: the database is write-locked by another connection (BEGIN IMMEDIATE)",
@@ -428,9 +432,7 @@ class sqlite_backend final : public backend {
     std::lock_guard lk(mu_);
     sqlite3* db = lease_db_.get();
     // BEGIN IMMEDIATE makes concurrent migrators (other processes) take turns.
-    sqlite3_busy_timeout(db, 60000);
-    int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr);
-    sqlite3_busy_timeout(db, static_cast<int>(default_busy_timeout.count()));
+    const int rc = begin_immediate(db, 60000);
     if (rc != SQLITE_OK) throw_sqlite(db, rc, "migrate_begin");
     try {
       exec(db, sql("schema_table").c_str(), "schema_table");

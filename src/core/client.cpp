@@ -724,7 +724,7 @@ std::optional<lease_guard> client::acquire_impl(std::string_view name_view, cons
     // doubling at most twice while it lasts.
     const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
     unknown = holder_known ? 0 : unknown + 1;
-    const int doublings = holder_known ? (events ? 0 : std::min(polls, 20)) : std::min(unknown - 1, 2);
+    const int doublings = holder_known ? std::min(polls, 20) : std::min(unknown - 1, 2);
     auto base = holder_known && events ? st.opts.poll_max
                                        : std::min(st.opts.poll_max, milliseconds(st.opts.poll_min.count() << doublings));
     std::uniform_int_distribution<std::int64_t> dist(base.count() / 2, base.count());

@@ -441,7 +441,6 @@ class mysql_backend final : public backend {
     }
     const result_row& row = r[0];
     const bool same_token = to_int(row[1]) == token;
-    // Still held by us: one hold released, unless an expected count did not match (unchanged row).
     if (row[0] && *row[0] == holder && same_token && to_int(row[2]) > 0) {
       // Still ours: one hold released, unless an expected count did not match (row unchanged).
       if (!expected_holds || to_int(row[2]) == *expected_holds - 1) {

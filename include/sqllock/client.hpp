@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "sqllock/error.hpp"
+#include "sqllock/parse.hpp"
 #include "sqllock/transaction.hpp"
 
 namespace sqllock {
 
 namespace detail {
 class backend;
-struct client_state;
+class lease_engine;
 struct lease_state;
 }  // namespace detail
 
@@ -34,9 +35,15 @@ enum class holder_scope {
   per_client,  ///< holder id = client id exactly: every thread of the client re-enters
 };
 
-/// How a client connects and behaves.
+/// How a client connects and behaves. Every option of sqllock's own may also ride on the URL as a
+/// query parameter prefixed `sqllock_` (`sqllock_table`, `sqllock_notifications=off`,
+/// `sqllock_prepared_statements=off`, `sqllock_allow_unsafe_durability=on`); the URL's value wins,
+/// and those parameters are removed before the URL reaches the driver.
 struct client_options {
-  /// Base holder id. Empty: "host:pid:random", unique per client.
+  /// A label for this client's leases, shown in `status` and `lock_info::holder`. Empty:
+  /// "host:pid". It is not an identity: every acquisition also gets an owner id unique to it
+  /// (`lease_guard::owner_id()`), so two clients or processes given the same label still exclude
+  /// each other, and a lease is re-entered only through this client's own bookkeeping.
   std::string holder_id;
   holder_scope scope = holder_scope::per_thread;
   /// Lock table name (validated identifier, optionally schema-qualified).
@@ -54,16 +61,31 @@ struct client_options {
   /// n-th wait is drawn from [b/2, b] with b = min(poll_max, poll_min * 2^n).
   std::chrono::milliseconds poll_min{10};
   std::chrono::milliseconds poll_max{250};
+  /// Servers configured to flush commits lazily (MySQL/MariaDB `innodb_flush_log_at_trx_commit`
+  /// other than 1) can lose an acknowledged acquisition in a crash and hand its fencing token out
+  /// again; sqllock refuses to connect to them (invalid_argument naming the setting) unless this
+  /// is set. Where sqllock can make its own statements durable (PostgreSQL `synchronous_commit`,
+  /// SQLite `synchronous`), it does so whatever this says.
+  bool allow_unsafe_durability = false;
+  /// Open the database for reading only (`status`, `inspect`, `list_locks`): acquiring, migrating
+  /// and transactions throw invalid_argument. SQLite: a missing file is not created, and a read-only
+  /// file or directory works.
+  bool read_only = false;
   log_callback log;
 };
 
 /// A lock as the database shows it.
 struct lock_info {
   std::string name;
-  std::string holder;
+  std::string holder;  ///< the holder's label (client_options::holder_id)
   std::int64_t fencing_token = 0;
   std::int64_t hold_count = 0;
   std::chrono::milliseconds time_left{0};  ///< negative when expired
+  std::string owner;                       ///< the acquisition's unique owner id
+  /// When the current holder acquired it and when its lease ends, on the database's clock
+  /// (SQLite: this machine's real-time clock); the epoch when unknown.
+  std::chrono::system_clock::time_point acquired_at{};
+  std::chrono::system_clock::time_point expires_at{};
 };
 
 /// How a lease is held.
@@ -72,8 +94,18 @@ struct lease_options {
   std::chrono::milliseconds ttl{30000};
   /// Renew automatically while held (the watchdog). Off: the lease simply expires after ttl.
   bool auto_renew = true;
-  /// Called once when the lease is found lost: from the watchdog thread, or from renew().
+  /// Called once when the lease is found lost: from the client's deadline thread (at the local
+  /// expiry estimate, whatever I/O is in flight), the watchdog, or renew(). Must not block long.
   std::function<void(const std::string& name, std::int64_t fencing_token)> on_lost;
+  /// Called once, before on_lost, when less than a third of the TTL is left by the local expiry
+  /// estimate (renewals have failed or are late), so a holder can stop writing early.
+  std::function<void(const std::string& name, std::int64_t fencing_token)> on_at_risk;
+  /// Upper bound on holding (ShedLock's lockAtMostFor): the watchdog stops renewing this long after
+  /// the acquisition, so a stuck holder cannot keep the lock forever. Zero: no bound.
+  std::chrono::milliseconds max_hold{0};
+  /// Lower bound on holding (ShedLock's lockAtLeastFor): a release earlier than acquisition +
+  /// min_hold leaves the lease held until then (it is shortened to end there). Zero: none.
+  std::chrono::milliseconds min_hold{0};
 };
 
 /// A held lease. Releases exactly once: explicitly, or in its destructor (which never throws and
@@ -88,35 +120,50 @@ class lease_guard {
   ~lease_guard();
 
   const std::string& name() const;
+  /// The holder's label (client_options::holder_id), as `status` shows it.
   const std::string& holder_id() const;
   /// Strictly greater than every earlier acquisition's token of this name; kept when reentrant.
   std::int64_t fencing_token() const;
-  /// The hold count right after this acquisition (1 for a first acquisition).
+  /// The hold count right after this acquisition (1 for a first acquisition). Holds are counted by
+  /// the client; the lock row knows only the acquisition.
   std::int64_t hold_count() const;
-  /// True once the watchdog or an operation found the lease taken over, deleted or expired.
+  /// True once the lease is lost: taken over or deleted (found by the watchdog or an operation), or
+  /// not renewed in time by this process's monotonic clock (reported by the client's deadline
+  /// thread at the local expiry estimate, whatever I/O is in flight), or past max_hold.
   bool lost() const noexcept;
   /// True while this guard owns a (possibly lost) acquisition that it has not released.
   bool owns() const noexcept;
+  /// The acquisition's unique owner id, as stored in the lock row (never shared by two clients).
+  const std::string& owner_id() const;
+  /// Until when, on this process's monotonic clock, the lease is known to be held: the start of
+  /// its last successful acquire or renew plus its TTL. No other client can take it over before.
+  std::chrono::steady_clock::time_point valid_until() const;
+  /// The lock table the lease lives in (client_options::table of its client).
+  const std::string& lock_table() const;
   explicit operator bool() const noexcept { return owns(); }
 
   /// Renew now (the watchdog does this on its own). Throws lease_lost when the owner check fails,
   /// or when the database cannot be reached (after one retry on a fresh connection) and the lease
   /// has run out by the client's conservative clock; connection_lost while it may still be held.
   void renew();
-  /// Release now. Throws lease_lost if the owner check fails (the lease was taken over); the guard
-  /// is finished either way.
+  /// Release this hold now; the last hold of an acquisition frees the lock row (or, with min_hold,
+  /// shortens it). Throws lease_lost if the owner check fails (the lease was taken over), and
+  /// connection_lost when the answer was lost (the client sends it again in the background until
+  /// the database answers or the lease has expired). The guard is finished either way; calling
+  /// release() on a finished or empty guard does nothing.
   void release();
 
  private:
   friend class client;
+  friend class transaction;
   explicit lease_guard(std::shared_ptr<detail::lease_state> s) noexcept;
   std::shared_ptr<detail::lease_state> state_;
 };
 
-/// A connection to one lock database. Move-only; uses a small, fixed number of connections:
-/// one for all lease operations (the watchdog and every waiter share it), one more for
-/// notifications where the backend has them (PostgreSQL LISTEN, MySQL GET_LOCK waits), plus one
-/// per open transaction (idle ones are kept for reuse, at most 2).
+/// A connection to one lock database. Move-only; uses a small, fixed number of connections: one for
+/// the callers' lease statements (taken in FIFO order), one for the watchdog's renewals (so they
+/// never wait behind callers), one more for notifications where the backend has them (PostgreSQL
+/// LISTEN, MySQL GET_LOCK waits), plus one per open transaction (idle ones kept for reuse, at most 2).
 class client {
  public:
   client(client&&) noexcept;
@@ -127,23 +174,27 @@ class client {
 
   /// "sqlite", "postgresql" or "mysql".
   std::string_view backend_name() const noexcept;
-  /// The holder id this thread acquires as.
+  /// The SQL dialect of the lock database (for quoting identifiers in statements of your own).
+  sqllock::dialect dialect() const;
+  /// The label this client's leases carry (client_options::holder_id, or "host:pid:random").
   std::string holder_id() const;
 
-  /// One attempt; std::nullopt when someone else holds a live lease.
+  /// One attempt; std::nullopt when someone else holds a live lease. A lease this thread (or, with
+  /// holder_scope::per_client, this client) already holds is re-entered without a statement.
   std::optional<lease_guard> try_acquire(std::string_view name, const lease_options& options = {});
-  /// Wait up to `timeout`; std::nullopt when not acquired in time.
+  /// Wait up to `timeout` (a timeout too large to represent waits without bound); std::nullopt when
+  /// not acquired in time. Returns within `timeout` plus the last statement's answer (at most 250 ms).
   std::optional<lease_guard> try_acquire_for(std::string_view name, std::chrono::milliseconds timeout,
                                              const lease_options& options = {});
   /// Wait up to `timeout`; throws acquire_timeout (naming the holder) when not acquired in time,
-  /// cancelled when `stop` is requested.
-  lease_guard acquire_for(std::string_view name, std::chrono::milliseconds timeout,
-                          const lease_options& options = {}, std::stop_token stop = {});
+  /// cancelled when `stop` is requested (an already stopped token acquires nothing).
+  lease_guard acquire_for(std::string_view name, std::chrono::milliseconds timeout, const lease_options& options = {},
+                          std::stop_token stop = {});
   /// Wait until acquired; throws cancelled when `stop` is requested.
-  lease_guard acquire(std::string_view name, const lease_options& options = {},
-                      std::stop_token stop = {});
+  lease_guard acquire(std::string_view name, const lease_options& options = {}, std::stop_token stop = {});
 
-  /// The lock row of `name` if it is held (live or expired-but-not-released).
+  /// The lock row of `name` if it is held (live or expired-but-not-released). When this client holds
+  /// it, hold_count is this client's count of holds.
   std::optional<lock_info> inspect(std::string_view name);
   /// Every lock with a live lease, by name.
   std::vector<lock_info> list_locks();
@@ -167,12 +218,8 @@ class client {
 
  private:
   friend client connect(std::string_view, const client_options&);
-  friend struct detail::client_state;
   client(std::unique_ptr<detail::backend> b, const client_options& options);
-  std::optional<lease_guard> acquire_impl(std::string_view name, const lease_options& options,
-                                          std::optional<std::chrono::milliseconds> timeout,
-                                          std::stop_token stop, bool throw_on_timeout);
-  std::shared_ptr<detail::client_state> state_;
+  std::shared_ptr<detail::lease_engine> engine_;
 };
 
 /// Connect to the lock database named by `url`:

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -116,11 +117,22 @@ class serialization_failure : public retryable_error {
   using retryable_error::retryable_error;
 };
 
-/// An optimistic compare-and-swap found another version. Thrown by `cas_result::value()` and
-/// `transaction::cas_or_throw`; `with_retry` runs the whole function again on it.
+/// An optimistic compare-and-swap found another version. Thrown by `cas_result::value()`;
+/// `with_retry` runs the whole function again on it.
 class version_conflict : public retryable_error {
  public:
   using retryable_error::retryable_error;
+};
+
+/// A fenced write was refused: a writer with a newer fencing token has written the row.
+class fence_rejected : public error {
+ public:
+  fence_rejected(const std::string& message, std::int64_t newer_token) : error(message), newer_(newer_token) {}
+  /// The token already on the row.
+  std::int64_t newer_token() const noexcept { return newer_; }
+
+ private:
+  std::int64_t newer_;
 };
 
 /// `with_retry` gave up after its attempt bound. The last retryable error's text is in what().

@@ -16,6 +16,8 @@
 
 namespace sqllock {
 
+class lease_guard;
+
 namespace detail {
 class session;
 }
@@ -88,6 +90,30 @@ struct row_lock_result {
   bool acquired() const noexcept { return outcome == status::acquired; }
 };
 
+/// A fenced write (Kleppmann's pattern) to one row of a user table that carries a fence column:
+///   UPDATE table SET set..., fence_column = token WHERE key... AND coalesce(fence_column, 0) <= token
+/// A write stamped with an older token than the row's is refused, whoever makes it: for data that
+/// other processes (or other lock names) also write.
+struct fenced_update_request {
+  std::string table;                               ///< validated identifier, optionally schema.table
+  std::vector<std::pair<std::string, value>> key;  ///< column = value pairs selecting one row
+  std::string fence_column = "fence";              ///< integer column holding the last writer's token
+  std::int64_t token = 0;                          ///< the writer's fencing token
+  std::vector<std::pair<std::string, value>> set;  ///< columns to assign
+};
+
+/// The typed outcome of a fenced update.
+struct fenced_update_result {
+  enum class status { applied, rejected, missing };
+  status outcome = status::missing;
+  /// rejected: the newer token already on the row; otherwise the token written (applied) or 0.
+  std::int64_t fence = 0;
+
+  bool applied() const noexcept { return outcome == status::applied; }
+  /// Throws fence_rejected (a newer token has written) or database_error (no such row).
+  void value() const;
+};
+
 /// A database transaction on a connection of its own (or on an adopted application connection).
 /// Roll back on destruction unless committed; errors in that rollback go to the client's log.
 class transaction {
@@ -117,8 +143,25 @@ class transaction {
   /// the transaction stays usable.
   row_lock_result lock_rows(const row_lock_request& request);
 
+  /// Guard this transaction with a lease: check, on the database's clock, that `lease` (of a client
+  /// on this same database) is still held (its owner id, token, not expired), and lock its row in
+  /// share mode until this transaction ends, so that no takeover can commit meanwhile: a write made
+  /// in a guarded transaction commits only while the lease is held, whatever pauses its writer
+  /// takes. PostgreSQL `FOR KEY SHARE` (renewals go on; a takeover waits); MySQL/MariaDB
+  /// `LOCK IN SHARE MODE` (renewals of this lease wait too: keep guarded transactions well inside
+  /// the TTL); SQLite: the transaction's write lock already excludes every other writer.
+  /// Throws lease_lost when the lease is gone; the transaction then writes nothing: commit()
+  /// throws lease_lost too and rolls back. Works on adopted connections (the application's own
+  /// transaction; nothing is committed or rolled back there).
+  void require_lease(const lease_guard& lease);
+
+  /// A fenced write; see fenced_update_request. A refused write is a result.
+  fenced_update_result fenced_update(const fenced_update_request& request);
+
  private:
   std::unique_ptr<detail::session> session_;
+  bool guard_failed_ = false;
+  std::shared_ptr<void> guard_;  ///< marks the guarded lease while this transaction lives
 };
 
 /// Bounds and back-off of with_retry.

@@ -1,26 +1,28 @@
--- Acquire a lease in one statement (MariaDB 10.5+: INSERT ... RETURNING; MySQL 8 uses
--- lease_acquire_no_returning + lease_acquire_result). Parameters: name, holder, ttl_us (insert),
--- holder, holder, holder, holder, ttl_us (update), holder, take_wake_lock (0/1), wake key (returning).
--- MySQL evaluates the assignments left to right and later ones see the values already assigned,
--- so every condition reads the old holder_id and expires_at until holder_id itself is assigned,
--- and expires_at (last) tests the new holder_id:
---   free, expired, or same holder but expired: token + 1, hold_count 1 (a new acquisition);
---   same holder and still live: token kept, hold_count + 1 (reentrant);
---   someone else live: nothing changes.
--- RETURNING gives the row as it is now: acquired exactly when holder_id is the caller; otherwise
--- it names the holder and its time left (microseconds, server clock). A new acquisition also
--- takes the wake-up lock beside the lease (GET_LOCK, no wait), which waiters elsewhere block on.
-INSERT INTO {{locks}} (name, holder_id, token, hold_count, acquired_at, expires_at)
-VALUES (?, ?, 1, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+-- Acquire a lease in one statement (MariaDB 10.5+: INSERT ... RETURNING; MySQL 8 runs
+-- lease_acquire_no_returning, then lease_acquire_result). Parameters: name, holder label, owner id
+-- (unique to this acquire call), ttl_us, then owner, take_wake_lock (0/1), owner, wake key.
+-- MySQL evaluates ON DUPLICATE KEY UPDATE assignments left to right, later ones seeing the values
+-- already assigned, so the order matters: token and acquired_at read the old row; owner is taken
+-- when the row is free or expired (or is already this owner's: the same acquire call sent again
+-- after a lost answer); holder_id, hold_count and expires_at then follow the new owner.
+--   free or expired: a new acquisition, token + 1;
+--   this very owner's live row: unchanged token, expiry never shortened;
+--   anyone else's live lease (whatever their label): nothing changes.
+-- RETURNING gives the row as it is now: acquired exactly when owner is the caller's; otherwise it
+-- names the holder and its time left (microseconds, server clock). An acquisition also takes the
+-- wake-up lock beside the lease (GET_LOCK, no wait), which waiters elsewhere block on.
+INSERT INTO {{locks}} (name, holder_id, owner, token, hold_count, acquired_at, expires_at)
+VALUES (?, ?, ?, 1, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE
-  token = IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6), token + 1, token),
-  hold_count = IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6), 1,
-                  IF(holder_id = ?, hold_count + 1, hold_count)),
-  acquired_at = IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6),
-                   acquired_at),
-  holder_id = IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6) OR holder_id = ?, ?,
-                 holder_id),
-  expires_at = IF(holder_id = ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, expires_at)
-RETURNING holder_id, token, hold_count,
+  token = IF(owner <=> VALUES(owner) AND expires_at > UTC_TIMESTAMP(6), token,
+             IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6), token + 1, token)),
+  acquired_at = IF(owner <=> VALUES(owner) AND expires_at > UTC_TIMESTAMP(6), acquired_at,
+                   IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at)),
+  owner = IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6) OR owner <=> VALUES(owner),
+             VALUES(owner), owner),
+  holder_id = IF(owner <=> VALUES(owner), VALUES(holder_id), holder_id),
+  hold_count = IF(owner <=> VALUES(owner), 1, hold_count),
+  expires_at = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)
+RETURNING owner <=> ?, token, holder_id,
   TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at),
-  IF(holder_id = ? AND hold_count = 1 AND ? = 1, GET_LOCK(CONCAT('sqllock:', SHA1(?)), 0), NULL)
+  IF(owner <=> ? AND ? = 1, GET_LOCK(CONCAT('sqllock:', SHA1(?)), 0), NULL)

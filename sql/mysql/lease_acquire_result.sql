@@ -1,5 +1,6 @@
--- MySQL 8, after lease_acquire_no_returning updated an existing row: its token and hold count,
--- and (when the first parameter is 1 and this is a new acquisition) the wake-up lock beside the
--- lease. Parameters: take_wake_lock (0/1), wake key.
-SELECT @sqllock_token, @sqllock_holds,
-       IF(? = 1 AND @sqllock_holds = 1, GET_LOCK(CONCAT('sqllock:', SHA1(?)), 0), NULL)
+-- MySQL 8, after lease_acquire_no_returning: the row as it is now (acquired exactly when the owner
+-- is the caller's; the token only changes with the owner, so it is this acquisition's).
+-- Parameters: owner, name. Columns as lease_acquire's RETURNING, without the wake-up lock.
+SELECT owner <=> ?, token, holder_id, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at)
+FROM {{locks}}
+WHERE name = ?

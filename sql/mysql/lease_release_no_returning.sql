@@ -1,11 +1,11 @@
--- MySQL 8 (no INSERT ... RETURNING): owner-checked release; lease_release_result reads the holds
--- left. One hold less; at 0 the row is free (holder_id NULL), keeps its token, and expires_at
--- records the release time. hold_count is assigned first, so the following assignments see the
--- decremented count. Parameters: name, holder, token, expected hold count twice (NULL: any; set
--- when a release whose answer was lost is sent again, so that it applies at most once).
--- @sqllock_holds receives the holds left.
+-- MySQL 8 (no INSERT ... RETURNING): the owner-checked release of lease_release.sql as an UPDATE
+-- (the affected row count tells whether the owner check passed). hold_count is assigned after
+-- expires_at and sees its new value; holder_id and owner follow. Parameters: min_us, min_us, then
+-- name, owner, token, token.
 UPDATE {{locks}}
-SET hold_count = (@sqllock_holds := hold_count - 1),
+SET expires_at = IF(acquired_at + INTERVAL ? MICROSECOND > UTC_TIMESTAMP(6),
+                    acquired_at + INTERVAL ? MICROSECOND, UTC_TIMESTAMP(6)),
+    hold_count = IF(expires_at <= UTC_TIMESTAMP(6), 0, hold_count),
     holder_id = IF(hold_count = 0, NULL, holder_id),
-    expires_at = IF(hold_count = 0, UTC_TIMESTAMP(6), expires_at)
-WHERE name = ? AND holder_id = ? AND token = ? AND hold_count > 0 AND (? IS NULL OR hold_count = ?)
+    owner = IF(holder_id IS NULL, NULL, owner)
+WHERE name = ? AND owner = ? AND (? = 0 OR token = ?) AND holder_id IS NOT NULL

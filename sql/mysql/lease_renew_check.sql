@@ -4,7 +4,7 @@ SELECT r.i
 FROM JSON_TABLE(?, '$[*]' COLUMNS (
        i BIGINT PATH '$.i',
        n VARCHAR(510) PATH '$.n',
-       h VARCHAR(1024) PATH '$.h',
+       o VARCHAR(160) PATH '$.o',
        t BIGINT PATH '$.t')) AS r
-JOIN {{locks}} AS l ON l.name = UNHEX(r.n) AND l.holder_id = UNHEX(r.h) AND l.token = r.t
-WHERE l.hold_count > 0
+JOIN {{locks}} AS l ON l.name = UNHEX(r.n) AND l.owner = UNHEX(r.o) AND l.token = r.t
+WHERE l.holder_id IS NOT NULL AND l.expires_at > UTC_TIMESTAMP(6)

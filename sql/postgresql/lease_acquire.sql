@@ -1,42 +1,57 @@
--- Acquire a lease in one statement: $1 name, $2 holder, $3 ttl in milliseconds.
--- Inserts the row, or takes it over when free, expired, or already held by the same holder
--- (reentrant: token kept, hold_count + 1; expired same holder: a new acquisition, token + 1).
--- ON CONFLICT never raises a duplicate-key error. When nothing is acquired, the second branch
--- reports the holder and milliseconds left from the statement's snapshot.
--- Fast path: when the snapshot shows the lease held live by another holder, the INSERT's row
--- source is empty, so the statement touches no row: no row lock, no transaction id, no WAL flush at
--- commit (a failed acquire under contention costs a read). The ON CONFLICT WHERE below still
--- decides whenever a row is proposed (a row that changed after the snapshot), so the NOT EXISTS
--- is only an optimization, never the guard.
--- The commit is durable even where the server's default is synchronous_commit = off (then
--- 'local' for this statement's transaction only): a token lost in a crash could be handed out again.
--- Columns: acquired, token, hold_count, holder_id, ms_left.
+-- Acquire a lease in one statement: $1 name, $2 holder label, $3 owner id (unique to this acquire
+-- call), $4 ttl in milliseconds.
+-- Inserts the row, or takes it over when it is free or expired: a new acquisition, token + 1. When
+-- the row is this very owner's live acquisition (the same acquire call sent again after its answer
+-- was lost), it is returned as it is: same token, expiry never shortened. A live lease of anyone
+-- else, including another client with the same label, is never taken: re-entry is the client's
+-- bookkeeping, not the row's. ON CONFLICT never raises a duplicate-key error. When nothing is
+-- acquired, the second branch reports the holder's label and milliseconds left.
+-- Fast path: when the snapshot shows the lease held live by another owner, the INSERT's row source
+-- is empty, so the statement touches no row: no row lock, no transaction id, no WAL flush at commit.
+-- The ON CONFLICT WHERE still decides whenever a row is proposed (a row that changed after the
+-- snapshot), so the NOT EXISTS is only an optimization, never the guard.
+-- Durable: where the server's synchronous_commit is off, local or remote_write, this statement's
+-- own transaction commits with 'on' (flushed locally, and by the synchronous standbys if any): a
+-- token lost in a crash or a failover could otherwise be handed out again.
+-- Columns: acquired, token, holder_id, ms_left.
 WITH durable AS (
-  SELECT CASE WHEN current_setting('synchronous_commit') = 'off'
-              THEN set_config('synchronous_commit', 'local', true) END AS sync
+  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
+              THEN set_config('synchronous_commit', 'on', true) END AS sync
 ), prev AS (
-  SELECT holder_id, expires_at FROM {{locks}} WHERE name = $1
+  SELECT holder_id, owner, expires_at FROM {{locks}} WHERE name = $1
+), takeover AS (
+  -- A free or expired row is locked FOR UPDATE before it is taken: that waits for every
+  -- transaction guarding the old lease (FOR KEY SHARE, lease_guard.sql) to end, while the old
+  -- holder's own renewals and release (plain UPDATEs: FOR NO KEY UPDATE) never wait for a guard.
+  SELECT count(*) AS locked FROM (
+    SELECT 1 FROM {{locks}}
+    WHERE name = $1 AND (holder_id IS NULL OR expires_at <= clock_timestamp()) AND owner IS DISTINCT FROM $3
+    FOR UPDATE
+  ) AS candidate
 ), up AS (
-  INSERT INTO {{locks}} AS l (name, holder_id, token, hold_count, acquired_at, expires_at)
-  SELECT $1, $2, 1, 1, clock_timestamp(), clock_timestamp() + $3::bigint * interval '1 millisecond'
-  WHERE NOT EXISTS (SELECT 1 FROM prev WHERE prev.holder_id <> $2 AND prev.expires_at > clock_timestamp())
+  INSERT INTO {{locks}} AS l (name, holder_id, owner, token, hold_count, acquired_at, expires_at)
+  SELECT $1, $2, $3, 1, 1, clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 millisecond'
+  FROM takeover
+  WHERE NOT EXISTS (SELECT 1 FROM prev
+                    WHERE prev.holder_id IS NOT NULL AND prev.owner IS DISTINCT FROM $3
+                      AND prev.expires_at > clock_timestamp())
   ON CONFLICT (name) DO UPDATE SET
-    token = CASE WHEN l.holder_id = excluded.holder_id AND l.expires_at > excluded.acquired_at
+    token = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
                  THEN l.token ELSE l.token + 1 END,
-    hold_count = CASE WHEN l.holder_id = excluded.holder_id AND l.expires_at > excluded.acquired_at
-                      THEN l.hold_count + 1 ELSE 1 END,
-    acquired_at = CASE WHEN l.holder_id = excluded.holder_id AND l.expires_at > excluded.acquired_at
+    acquired_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
                        THEN l.acquired_at ELSE excluded.acquired_at END,
-    expires_at = CASE WHEN l.holder_id = excluded.holder_id AND l.expires_at > excluded.acquired_at
+    expires_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
                       THEN greatest(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
-    holder_id = excluded.holder_id
-  WHERE l.holder_id IS NULL OR l.expires_at <= excluded.acquired_at OR l.holder_id = excluded.holder_id
-  RETURNING l.token, l.hold_count
+    holder_id = excluded.holder_id,
+    owner = excluded.owner,
+    hold_count = 1
+  WHERE l.holder_id IS NULL OR l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner
+  RETURNING l.token
 )
-SELECT true AS acquired, up.token, up.hold_count, NULL::text AS holder_id, NULL::bigint AS ms_left
+SELECT true AS acquired, up.token, NULL::text AS holder_id, NULL::bigint AS ms_left
 FROM up CROSS JOIN durable
 UNION ALL
-SELECT false, NULL, NULL, prev.holder_id,
+SELECT false, NULL, prev.holder_id,
        floor(extract(epoch FROM (prev.expires_at - clock_timestamp())) * 1000)::bigint
 FROM prev
 WHERE NOT EXISTS (SELECT 1 FROM up)

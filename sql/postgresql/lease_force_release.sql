@@ -3,7 +3,7 @@
 -- The token stays, so the next acquisition still gets a greater one. Returns a row if it was held.
 WITH u AS (
   UPDATE {{locks}}
-  SET holder_id = NULL, hold_count = 0, expires_at = clock_timestamp()
+  SET holder_id = NULL, owner = NULL, hold_count = 0, expires_at = clock_timestamp()
   WHERE name = $1 AND holder_id IS NOT NULL
   RETURNING name
 )

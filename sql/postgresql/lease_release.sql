@@ -1,24 +1,28 @@
--- Release one hold: $1 name, $2 holder, $3 token, $4 expected hold count (NULL: any; set when a
--- release that failed with a lost connection is sent again, so that it applies at most once),
--- $5 notification channel of the name, or NULL for no notification (client_options::notifications
--- = false: servers and poolers without LISTEN/NOTIFY).
--- Owner-checked; at hold_count 0 the row is freed (token kept, row never deleted) and, when $5 is
--- given, waiters listening on $5 are notified with the name as payload, in the same statement. The
--- commit of this one-statement transaction is asynchronous (set_config(..., is_local => true) lasts
--- only until that commit): a release lost in a crash only leaves a lease to expire.
--- Columns: remaining hold_count, notified (null), synchronous_commit setting.
-WITH cfg AS (
-  SELECT set_config('synchronous_commit', 'off', true) AS sync
+-- Release one acquisition: $1 name, $2 owner id, $3 token (0: any; an acquire whose answer was lost
+-- is released by its owner id alone), $4 min_hold in milliseconds (0: none), $5 notification
+-- channel of the name, or NULL for no notification (client_options::notifications = false).
+-- Owner-checked: only the row of exactly this acquisition is touched, so the statement can be sent
+-- again after a lost answer and can never free a later acquisition. The row is freed (token kept,
+-- rows are never deleted) and, when $5 is given, waiters listening on $5 are notified in the same
+-- statement; but a lease acquired less than min_hold ago is kept until acquired_at + min_hold
+-- (ShedLock's lockAtLeastFor) and nobody is notified. Durable like lease_acquire: a release lost
+-- in a crash would leave the lease held by an owner that will never release it.
+-- Columns: freed (false: kept until min_hold), notified (null).
+WITH durable AS (
+  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
+              THEN set_config('synchronous_commit', 'on', true) END AS sync
+), t AS (
+  SELECT clock_timestamp() AS now, $4::bigint * interval '1 millisecond' AS min_hold
 ), u AS (
   UPDATE {{locks}} AS l
-  SET hold_count = l.hold_count - 1,
-      holder_id = CASE WHEN l.hold_count <= 1 THEN NULL ELSE l.holder_id END,
-      expires_at = CASE WHEN l.hold_count <= 1 THEN clock_timestamp() ELSE l.expires_at END
-  WHERE l.name = $1 AND l.holder_id = $2 AND l.token = $3::bigint AND l.hold_count > 0
-    AND ($4::bigint IS NULL OR l.hold_count = $4::bigint)
-  RETURNING l.name, l.hold_count
+  SET holder_id = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.holder_id END,
+      owner = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.owner END,
+      hold_count = CASE WHEN l.acquired_at + t.min_hold > t.now THEN 1 ELSE 0 END,
+      expires_at = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.acquired_at + t.min_hold ELSE t.now END
+  FROM t CROSS JOIN durable
+  WHERE l.name = $1 AND l.owner = $2 AND ($3::bigint = 0 OR l.token = $3::bigint) AND l.holder_id IS NOT NULL
+  RETURNING l.name, l.holder_id
 )
-SELECT u.hold_count,
-       CASE WHEN u.hold_count = 0 AND $5::text IS NOT NULL THEN pg_notify($5::text, u.name) END AS notified,
-       cfg.sync
-FROM u CROSS JOIN cfg
+SELECT u.holder_id IS NULL AS freed,
+       CASE WHEN u.holder_id IS NULL AND $5::text IS NOT NULL THEN pg_notify($5::text, u.name) END AS notified
+FROM u

@@ -1,15 +1,18 @@
--- Renew a batch of leases in one statement: parallel arrays $1 names, $2 holders, $3 tokens,
--- $4 ttls in milliseconds (each (name, holder, token) at most once). Owner-checked: a row is
--- extended only where name, holder and token all match. Returns the 1-based index of each match.
--- Durable even where the server's default is synchronous_commit = off (see lease_acquire).
+-- Renew a batch of leases in one statement: parallel arrays $1 names, $2 owner ids, $3 tokens,
+-- $4 ttls in milliseconds (one element per name). Owner-checked: a row is extended only where name,
+-- owner and token all match and the lease has not expired (an expired lease may already be
+-- someone else's by the rules of acquire). The expiry is never shortened (a re-entered lease with a
+-- shorter TTL must not cut the outer one). Returns the 1-based index of each match.
+-- Durable like lease_acquire.
 WITH durable AS (
-  SELECT CASE WHEN current_setting('synchronous_commit') = 'off'
-              THEN set_config('synchronous_commit', 'local', true) END AS sync
+  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
+              THEN set_config('synchronous_commit', 'on', true) END AS sync
 )
 UPDATE {{locks}} AS l
-SET expires_at = clock_timestamp() + i.ttl_ms * interval '1 millisecond'
+SET expires_at = greatest(l.expires_at, clock_timestamp() + i.ttl_ms * interval '1 millisecond')
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
-     WITH ORDINALITY AS i(name, holder_id, token, ttl_ms, idx)
+     WITH ORDINALITY AS i(name, owner, token, ttl_ms, idx)
      CROSS JOIN durable
-WHERE l.name = i.name AND l.holder_id = i.holder_id AND l.token = i.token AND l.hold_count > 0
+WHERE l.name = i.name AND l.owner = i.owner AND l.token = i.token AND l.holder_id IS NOT NULL
+  AND l.expires_at > clock_timestamp()
 RETURNING i.idx

@@ -1,10 +1,11 @@
-// The backend seam: the handful of operations the three primitives need from a database.
+// The backend seam: the handful of operations the lease engine and transactions need from a database.
 #pragma once
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -18,29 +19,67 @@
 
 namespace sqllock::detail {
 
-/// Result of the one-statement acquire.
-struct acquire_outcome {
-  bool acquired = false;
-  std::int64_t token = 0;       ///< acquired: the fencing token
-  std::int64_t hold_count = 0;  ///< acquired: the hold count after this acquire
-  /// Not acquired: who holds it and for how long still (database clock), for messages and waits.
-  std::string holder;
-  std::chrono::milliseconds time_left{0};
+using steady = std::chrono::steady_clock;
+
+/// One acquisition as the lock table knows it. `owner` is chosen by the client for one acquire
+/// call and never reused by anyone (a random client id plus a sequence number), so (name, owner)
+/// names one acquisition for good: a statement re-sent after a lost answer can only ever match the
+/// acquisition it was meant for. `token` is its fencing token, 0 when not known (an acquire whose
+/// answer was lost).
+struct lease_ref {
+  std::string name;
+  std::string owner;
+  std::int64_t token = 0;
 };
 
-/// One lease to renew in a batch.
-struct renew_item {
+/// The one-statement acquire.
+struct acquire_request {
   std::string name;
-  std::string holder;
+  std::string holder;  ///< the client's label, shown in status (not an identity)
+  std::string owner;   ///< unique to this acquire call (see lease_ref)
+  std::chrono::milliseconds ttl{0};
+  /// No answer by then: the backend gives up (closing the connection) and throws connection_lost;
+  /// the statement may or may not have committed.
+  steady::time_point deadline;
+};
+
+/// What the acquire statement found.
+/// - The row was free, expired, or already this very owner's live acquisition (a retry of the same
+///   acquire call after a lost answer): acquired, with the token (a new acquisition: the previous
+///   token + 1; the same owner's live row: its token unchanged).
+/// - Someone else holds a live lease: not acquired, with their label and time left.
+/// The lock table keeps no hold counts: re-entry is the client's bookkeeping, never the database's.
+struct acquire_outcome {
+  bool acquired = false;
   std::int64_t token = 0;
+  std::string holder;                      ///< not acquired: who holds it ("" if unknown)
+  std::chrono::milliseconds time_left{0};  ///< not acquired: their time left (database clock)
+};
+
+/// One lease in a renewal batch. A batch never holds two items of the same name (a client holds at
+/// most one live acquisition per name), so a backend need not de-duplicate.
+struct renew_item {
+  lease_ref lease;
   std::chrono::milliseconds ttl{0};
 };
 
-/// Result of an owner-checked release.
-struct release_outcome {
-  bool released = false;          ///< false: owner check failed (not the holder / token changed)
-  std::int64_t remaining_holds = 0;  ///< hold count left (0: the lock is free)
+/// An owner-checked release of one acquisition (it has no hold counts: one release frees it).
+struct release_request {
+  lease_ref lease;
+  /// ShedLock's lockAtLeastFor: if the lease was acquired less than this long ago (database
+  /// clock), it is not freed but shortened to end at acquired_at + min_hold. Zero: free it now.
+  std::chrono::milliseconds min_hold{0};
+  steady::time_point deadline;
 };
+
+/// Result of a release: true when the owner check passed (the row was this acquisition's and is now
+/// free, or kept until min_hold); false when the row names another acquisition or none.
+using release_outcome = bool;
+
+/// Which connection a lease statement runs on. The watchdog's renewals and re-sent releases run on a
+/// connection of their own, so they never wait behind callers' statements (a slow inspect(), a
+/// herd of try_acquire loops); callers share one connection in FIFO order.
+enum class lane { caller, watchdog };
 
 /// One transaction on one connection. Statements use `?` placeholders (the PostgreSQL backend
 /// rewrites them to $n outside quotes). Every method maps driver errors through the backend's one
@@ -55,6 +94,11 @@ class session {
   virtual result_rows query(std::string_view sql, const std::vector<value>& params) = 0;
   virtual cas_result cas(const cas_request& request) = 0;
   virtual row_lock_result lock_rows(const row_lock_request& request) = 0;
+  /// The guard of transaction::require_lease: true when the row of `lease` in `table` names its
+  /// owner and token and has not expired (database clock), and then it stays locked in share mode
+  /// until the transaction ends.
+  virtual bool require_lease(std::string_view table, const lease_ref& lease) = 0;
+  virtual fenced_update_result fenced_update(const fenced_update_request& request) = 0;
 };
 
 /// Where a backend reports "this name may have been released" events (notification, file lock).
@@ -66,34 +110,40 @@ class wake_sink {
 
 /// Backend construction parameters shared by every backend.
 struct backend_config {
-  database_url url;
-  client_options options;  ///< table name, notifications, prepared statements, log
+  database_url url;        ///< without the sqllock_ parameters (they are in options)
+  client_options options;  ///< table name, notifications, prepared statements, durability, log
 };
 
-/// A lock database. Lease methods may be called from several threads at once (user threads and
-/// the watchdog); a backend serializes them on its single lease connection. begin() returns a
-/// session on a separate connection.
+/// A lock database. Every method may be called from several threads at once: user threads on
+/// lane::caller and the engine's watchdog thread on lane::watchdog. Lease statements never block
+/// past their deadline: a backend that gets no answer in time closes that connection and throws
+/// connection_lost (the next call reconnects). A backend never retries a statement whose outcome it
+/// does not know; the engine decides (every lease statement is safe to re-send: see lease_ref).
+///
+/// What a new backend must implement: the lease statements below (one statement each, or one short
+/// transaction where the dialect forces it), schema_version/migrate, begin() returning a session,
+/// and optionally wake-ups. `src/fake/` is a complete in-memory example that the engine's unit
+/// tests run against.
 class backend {
  public:
   virtual ~backend() = default;
 
-  virtual std::string_view kind() const noexcept = 0;
+  /// The SQL dialect of this database.
+  virtual sqllock::dialect dialect() const noexcept = 0;
+  /// "sqlite", "postgresql" or "mysql" (for messages).
+  std::string_view kind() const noexcept;
 
   // Schema.
   virtual int schema_version() = 0;
   virtual int migrate() = 0;
 
-  // Lease lock: each one statement (or one short transaction where the dialect forces it).
-  virtual acquire_outcome acquire(const std::string& name, const std::string& holder,
-                                  std::chrono::milliseconds ttl) = 0;
-  /// Renew a batch in as few statements as the dialect allows; returns the indices of the items
-  /// whose owner check passed (the others are lost).
-  virtual std::vector<std::size_t> renew(std::span<const renew_item> items) = 0;
-  /// Owner-checked release of one hold. With expected_holds, it applies only while the row still
-  /// counts exactly that many holds: the core re-sends a release whose answer was lost with that
-  /// count, so it applies at most once (not at all if the lost one was applied after all).
-  virtual release_outcome release(const std::string& name, const std::string& holder, std::int64_t token,
-                                  std::optional<std::int64_t> expected_holds = std::nullopt) = 0;
+  // Lease statements (lane::caller unless stated).
+  virtual acquire_outcome acquire(const acquire_request& request) = 0;
+  /// Renew a batch (lane::watchdog) in as few statements as the dialect allows: extend each lease
+  /// whose name, owner and token match and that has not expired, to at least now + ttl (never
+  /// shortening it). Returns the indices of the items that passed; the others are lost.
+  virtual std::vector<std::size_t> renew(std::span<const renew_item> items, steady::time_point deadline) = 0;
+  virtual release_outcome release(const release_request& request, lane on) = 0;
   /// Free a lock whoever holds it (fencing sequence kept). False if it was not held.
   virtual bool force_release(const std::string& name) = 0;
   /// The row of one name, if it has a holder (live or expired).
@@ -104,14 +154,23 @@ class backend {
   // Transactions.
   virtual std::unique_ptr<session> begin(const transaction_options& options) = 0;
 
-  // Wake-ups. The client calls watch() when a local waiter starts waiting on a name and
-  // unwatch() when the last one stops; the backend calls sink->wake(name) when it learns the name
-  // may have been released by another client. Default: no events (polling only).
+  // Wake-ups. The engine calls watch() when a local waiter starts waiting on a name and unwatch()
+  // when the last one stops; the backend calls sink->wake(name) when it learns the name may have
+  // been released by another client. watch() returns false when it cannot deliver events for the
+  // name (the engine then polls faster). Default: no events.
   virtual void set_wake_sink(wake_sink* sink) { (void)sink; }
-  virtual void watch(const std::string& name) { (void)name; }
+  virtual bool watch(const std::string& name) {
+    (void)name;
+    return false;
+  }
   virtual void unwatch(const std::string& name) { (void)name; }
 
-  /// Statements sent on the lease connection (acquire, renew, release, ...), for benchmarks.
+  /// Whether this lease's own renewals go on while a transaction guards it (PostgreSQL: the guard's
+  /// FOR KEY SHARE lock does not hold plain UPDATEs off). Otherwise the watchdog leaves a guarded
+  /// lease out of its batches until the guard ends.
+  virtual bool renewals_pass_guards() const noexcept { return false; }
+
+  /// Lease statements sent since construction, on both lanes (for benchmarks and tests).
   std::uint64_t statements() const noexcept { return statements_.load(std::memory_order_relaxed); }
 
  protected:
@@ -122,16 +181,24 @@ class backend {
 };
 
 /// The schema version this library needs (migrations/<dialect>/0001_... up to this).
-inline constexpr int required_schema_version = 1;
+inline constexpr int required_schema_version = 2;
+
+/// Longest wait for the answer to any lease statement (a hung server or a partition) when nothing
+/// shorter applies.
+inline constexpr std::chrono::milliseconds io_timeout{10000};
+
+/// "sqlite", "postgresql" or "mysql".
+std::string_view dialect_name(sqllock::dialect d) noexcept;
 
 /// Send a message to the client's log callback, if any (never throws).
 void log_message(const client_options& options, log_level level, std::string_view message) noexcept;
 
 /// Substitute `{{locks}}` and `{{locks_schema}}` in an embedded statement with the quoted
 /// identifiers derived from the validated table name.
-std::string render_sql(std::string_view sql_template, std::string_view table, dialect d);
+std::string render_sql(std::string_view sql_template, std::string_view table, sqllock::dialect d);
 
 /// An embedded statement text: sql/<dialect>/<name>.sql. Throws std::logic_error if missing.
+std::string_view embedded_sql(sqllock::dialect d, std::string_view name);
 std::string_view embedded_sql(std::string_view dialect_name, std::string_view name);
 /// The embedded migrations of a dialect, ordered by version: (version, file name, text).
 struct embedded_migration {
@@ -139,7 +206,26 @@ struct embedded_migration {
   std::string_view file;
   std::string_view text;
 };
+std::vector<embedded_migration> embedded_migrations(sqllock::dialect d);
 std::vector<embedded_migration> embedded_migrations(std::string_view dialect_name);
+
+/// A lane's lock, taken by `deadline`: a statement that could not even start in time throws
+/// connection_lost (nothing was sent; the caller may say "not acquired" instead).
+template <class Mutex>
+std::unique_lock<Mutex> lock_lane(Mutex& m, steady::time_point deadline, std::string_view backend_name,
+                                  std::string_view statement) {
+  std::unique_lock<Mutex> lk(m, std::defer_lock);
+  if (!lk.try_lock_until(deadline)) {
+    throw connection_lost(std::string(backend_name) + " " + std::string(statement) +
+                              ": the lease connection stayed busy until the statement's deadline",
+                          std::string(backend_name), "", std::string(statement));
+  }
+  return lk;
+}
+
+/// Milliseconds from now until `deadline`, at least `floor` (for driver timeouts that need one).
+std::chrono::milliseconds time_until(steady::time_point deadline,
+                                     std::chrono::milliseconds floor = std::chrono::milliseconds(0));
 
 // Factories, one per built backend (defined in src/<backend>/).
 std::unique_ptr<backend> make_sqlite_backend(const backend_config& config);

@@ -63,6 +63,29 @@ std::string render_sql(std::string_view sql_template, std::string_view table, di
   return out;
 }
 
+std::string_view embedded_sql(sqllock::dialect d, std::string_view name) { return embedded_sql(dialect_name(d), name); }
+
+std::vector<embedded_migration> embedded_migrations(sqllock::dialect d) { return embedded_migrations(dialect_name(d)); }
+
+std::string_view dialect_name(sqllock::dialect d) noexcept {
+  switch (d) {
+    case sqllock::dialect::postgresql:
+      return "postgresql";
+    case sqllock::dialect::mysql:
+      return "mysql";
+    case sqllock::dialect::sqlite:
+      break;
+  }
+  return "sqlite";
+}
+
+std::string_view backend::kind() const noexcept { return dialect_name(dialect()); }
+
+std::chrono::milliseconds time_until(steady::time_point deadline, std::chrono::milliseconds floor) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+  return std::max(left, floor);
+}
+
 void log_message(const client_options& options, log_level level, std::string_view message) noexcept {
   if (!options.log) return;
   try {

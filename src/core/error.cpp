@@ -15,7 +15,6 @@ acquire_timeout::acquire_timeout(const std::string& message, std::string lock_na
                                  std::chrono::milliseconds time_left)
     : error(message), lock_name_(std::move(lock_name)), holder_(std::move(holder)), time_left_(time_left) {}
 
-retries_exhausted::retries_exhausted(const std::string& message, int attempts)
-    : error(message), attempts_(attempts) {}
+retries_exhausted::retries_exhausted(const std::string& message, int attempts) : error(message), attempts_(attempts) {}
 
 }  // namespace sqllock

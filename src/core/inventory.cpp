@@ -279,10 +279,11 @@ reserve_result reserve(client& c, const stock_table& table, const std::vector<st
   // Claiming a key never raises a unique violation (no "duplicate key" line in the server log):
   // a key that exists already is simply not inserted, and 0 affected rows says so.
   const std::string insert_key =
-      !o.idempotency_key ? std::string()
-      : std::string(d == dialect::mysql ? "INSERT IGNORE INTO " : "INSERT INTO ") + n.idem +
-            " (idem_key, request_hash, outcome, failed_item, available, quantities) VALUES (?, ?, ?, ?, ?, ?)" +
-            (d == dialect::mysql ? "" : " ON CONFLICT (idem_key) DO NOTHING");
+      !o.idempotency_key
+          ? std::string()
+          : std::string(d == dialect::mysql ? "INSERT IGNORE INTO " : "INSERT INTO ") + n.idem +
+                " (idem_key, request_hash, outcome, failed_item, available, quantities) VALUES (?, ?, ?, ?, ?, ?)" +
+                (d == dialect::mysql ? "" : " ON CONFLICT (idem_key) DO NOTHING");
 
   for (int attempt = 1;; ++attempt) {
     bool duplicate = false;
@@ -302,9 +303,9 @@ reserve_result reserve(client& c, const stock_table& table, const std::vector<st
           tx.rollback();
           if (!o.idempotency_key) return r;
           auto tx2 = c.begin(o.transaction);
-          duplicate = tx2.execute(insert_key, {*o.idempotency_key, hash, std::string(status_text(r.outcome)),
-                                               static_cast<std::int64_t>(r.failed_item), r.available,
-                                               std::string()}) == 0;
+          duplicate =
+              tx2.execute(insert_key, {*o.idempotency_key, hash, std::string(status_text(r.outcome)),
+                                       static_cast<std::int64_t>(r.failed_item), r.available, std::string()}) == 0;
           tx2.commit();
           if (!duplicate) return r;
         } else {

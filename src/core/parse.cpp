@@ -223,15 +223,15 @@ database_url parse_url(std::string_view url) {
   parse_server_url(rest, u);
   if (u.scheme == database_url::kind::mysql) {
     if (u.host.empty()) throw invalid_argument("invalid URL: mysql:// needs a host");
-    if (u.database.empty()) throw invalid_argument("invalid URL: mysql:// needs a database (mysql://user:pass@host:port/db)");
+    if (u.database.empty())
+      throw invalid_argument("invalid URL: mysql:// needs a database (mysql://user:pass@host:port/db)");
   }
   return u;
 }
 
 std::chrono::milliseconds parse_duration(std::string_view text) {
   auto bad = [&](const char* why) {
-    return invalid_argument("invalid duration '" + printable(text) + "': " + why +
-                            " (write e.g. 500ms, 30s, 5m, 1h)");
+    return invalid_argument("invalid duration '" + printable(text) + "': " + why + " (write e.g. 500ms, 30s, 5m, 1h)");
   };
   std::size_t i = 0;
   while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
@@ -286,9 +286,8 @@ void validate_identifier(std::string_view id) {
     return true;
   };
   auto dot = id.find('.');
-  bool ok = dot == std::string_view::npos
-                ? check_part(id)
-                : check_part(id.substr(0, dot)) && check_part(id.substr(dot + 1));
+  bool ok =
+      dot == std::string_view::npos ? check_part(id) : check_part(id.substr(0, dot)) && check_part(id.substr(dot + 1));
   if (!ok) {
     throw invalid_argument("invalid identifier '" + printable(id) +
                            "': use letters, digits and _ (not first), at most 63 bytes, optionally schema.name");

@@ -24,8 +24,8 @@ sql_span quoted(std::string_view sql, std::size_t i, dialect d) {
   const bool backslash = (d == dialect::mysql && open != '`') ||
                          (d == dialect::postgresql && open == '\'' && i > 0 &&
                           (sql[i - 1] == 'E' || sql[i - 1] == 'e') && (i < 2 || !sql_ident_char(sql[i - 2])));
-  const auto kind = open == '\'' || (d == dialect::mysql && open == '"') ? sql_span_kind::string
-                                                                         : sql_span_kind::quoted_ident;
+  const auto kind =
+      open == '\'' || (d == dialect::mysql && open == '"') ? sql_span_kind::string : sql_span_kind::quoted_ident;
   std::size_t j = i + 1;
   while (j < sql.size()) {
     if (backslash && sql[j] == '\\' && j + 1 < sql.size()) {

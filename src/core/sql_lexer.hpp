@@ -25,8 +25,8 @@ enum class sql_span_kind {
 
 struct sql_span {
   sql_span_kind kind = sql_span_kind::none;
-  std::size_t length = 0;   ///< bytes from the start position; to the end of the text if unterminated
-  bool terminated = true;   ///< false: the text ended inside it
+  std::size_t length = 0;  ///< bytes from the start position; to the end of the text if unterminated
+  bool terminated = true;  ///< false: the text ended inside it
 };
 
 /// The string, quoted identifier, comment or dollar-quoted body that starts at sql[i], if any.

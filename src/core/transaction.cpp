@@ -5,6 +5,8 @@
 #include <thread>
 
 #include "core/backend.hpp"
+#include "core/lease_engine.hpp"
+#include "sqllock/client.hpp"
 
 namespace sqllock {
 
@@ -20,6 +22,19 @@ std::int64_t cas_result::value() const {
   throw database_error("optimistic update: the row does not exist");
 }
 
+void fenced_update_result::value() const {
+  switch (outcome) {
+    case status::applied:
+      return;
+    case status::rejected:
+      throw fence_rejected(
+          "fenced update refused: a writer with token " + std::to_string(fence) + " has written the row", fence);
+    case status::missing:
+      break;
+  }
+  throw database_error("fenced update: the row does not exist");
+}
+
 transaction::transaction(std::unique_ptr<detail::session> s) : session_(std::move(s)) {}
 transaction::transaction(transaction&&) noexcept = default;
 
@@ -27,12 +42,15 @@ transaction& transaction::operator=(transaction&& other) noexcept {
   if (this != &other) {
     if (session_) session_->rollback();
     session_ = std::move(other.session_);
+    guard_failed_ = other.guard_failed_;
+    guard_ = std::move(other.guard_);
   }
   return *this;
 }
 
 transaction::~transaction() {
   if (session_) session_->rollback();
+  guard_.reset();
 }
 
 namespace {
@@ -44,11 +62,20 @@ detail::session& live(const std::unique_ptr<detail::session>& s) {
 
 void transaction::commit() {
   auto s = std::move(session_);
+  struct unguard {
+    std::shared_ptr<void>& g;
+    ~unguard() { g.reset(); }
+  } end_guard{guard_};
+  if (guard_failed_ && s) {
+    s->rollback();
+    throw lease_lost("commit refused: the lease guarding this transaction was lost; nothing was committed");
+  }
   live(s).commit();
 }
 
 void transaction::rollback() {
   if (auto s = std::move(session_)) s->rollback();
+  guard_.reset();
 }
 
 bool transaction::active() const noexcept { return session_ != nullptr; }
@@ -80,6 +107,45 @@ row_lock_result transaction::lock_rows(const row_lock_request& request) {
   if (request.keys.empty()) throw invalid_argument("lock_rows: no keys given");
   if (request.timeout && request.timeout->count() < 0) throw invalid_argument("lock_rows: negative timeout");
   return live(session_).lock_rows(request);
+}
+
+void transaction::require_lease(const lease_guard& lease) {
+  auto& s = live(session_);
+  if (!lease.owns()) throw invalid_argument("require_lease: the lease guard is empty or already released");
+  const detail::lease_ref ref{lease.name(), lease.owner_id(), lease.fencing_token()};
+  const std::string& table = lease.lock_table();
+  bool held = false;
+  try {
+    held = !lease.lost() && s.require_lease(table, ref);
+  } catch (...) {
+    guard_failed_ = true;
+    throw;
+  }
+  if (!held) {
+    guard_failed_ = true;
+    throw lease_lost("lease '" + ref.name + "' (token " + std::to_string(ref.token) +
+                     ") is no longer held: this transaction must not write");
+  }
+  // Until this transaction ends, the lease is guarded (the watchdog may leave it out of batches).
+  auto state = lease.state_;
+  ++state->acq->guards;
+  guard_ = std::shared_ptr<void>(nullptr, [state](void*) {
+    --state->acq->guards;
+    state->engine->guard_ended();
+  });
+}
+
+fenced_update_result transaction::fenced_update(const fenced_update_request& request) {
+  validate_identifier(request.table);
+  validate_identifier(request.fence_column);
+  if (request.key.empty()) throw invalid_argument("fenced_update: at least one key column is needed");
+  if (request.token <= 0) throw invalid_argument("fenced_update: a fencing token is positive");
+  for (const auto& [col, v] : request.key) validate_identifier(col);
+  for (const auto& [col, v] : request.set) {
+    validate_identifier(col);
+    if (col == request.fence_column) throw invalid_argument("fenced_update: the fence column is set by sqllock itself");
+  }
+  return live(session_).fenced_update(request);
 }
 
 namespace detail {

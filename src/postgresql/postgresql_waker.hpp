@@ -8,23 +8,24 @@
 #include <thread>
 #include <vector>
 
-#include "postgresql/pg_common.hpp"
+#include "postgresql/postgresql_connection.hpp"
 
 namespace sqllock::detail::pg {
 
-class listener {
+/// One LISTEN connection per client and its thread: notifications of released names -> wake_sink.
+class waker {
  public:
-  listener(conn_target target, client_options options);
-  ~listener();
-  listener(const listener&) = delete;
-  listener& operator=(const listener&) = delete;
+  waker(conn_target target, client_options options);
+  ~waker();
+  waker(const waker&) = delete;
+  waker& operator=(const waker&) = delete;
 
   /// Where wake-ups go (nullptr: nowhere). After it returns, the old sink is no longer called.
   void set_sink(wake_sink* sink);
   /// Start listening on `channel` for `name` (counted). The LISTEN is in effect when this returns,
   /// unless the server is unreachable (then the thread keeps retrying and polling covers it).
-  /// Never throws.
-  void watch(const std::string& name, const std::string& channel) noexcept;
+  /// Returns whether the connection is listening. Never throws.
+  bool watch(const std::string& name, const std::string& channel) noexcept;
   /// Stop listening once the last watcher of `channel` is gone. Never throws.
   void unwatch(const std::string& name, const std::string& channel) noexcept;
 

@@ -1,8 +1,10 @@
 // libpq plumbing for the PostgreSQL backend: connecting, running statements, values and rows.
 #include <poll.h>
 
-#include <charconv>
+#include <cerrno>
+
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
@@ -11,7 +13,7 @@
 #include <utility>
 #include <variant>
 
-#include "postgresql/pg_common.hpp"
+#include "postgresql/postgresql_connection.hpp"
 
 namespace sqllock::detail::pg {
 
@@ -93,15 +95,19 @@ std::string one_line(const char* text) {
 
 }  // namespace
 
-conn_ptr connect(const conn_target& target, const client_options* log,
-                 std::chrono::milliseconds timeout) {
+conn_ptr connect(const conn_target& target, const client_options* log, std::chrono::milliseconds timeout) {
   // Options before "dbname" are defaults: the URL's own settings override them. The connection
   // is made without blocking so that `timeout` bounds it (libpq's connect_timeout does not apply
   // to PQconnectPoll; a URL's own connect_timeout is honoured through conn_target).
-  const char* keys[] = {"fallback_application_name", "client_encoding", "dbname", nullptr};
-  const char* values[] = {"sqllock", "UTF8", target.url.c_str(), nullptr};
+  const bool pin = target.pin_read_committed && !target.startup_options_refused->load();
+  const char* keys[] = {"fallback_application_name", "client_encoding", pin ? "options" : "dbname",
+                        pin ? "dbname" : nullptr, nullptr};
+  const char* values[] = {"sqllock", "UTF8",
+                          pin ? "-c default_transaction_isolation=read\\ committed" : target.url.c_str(),
+                          pin ? target.url.c_str() : nullptr, nullptr};
   conn_ptr conn(PQconnectStartParams(keys, values, 1));
-  if (!conn) throw connection_lost("postgresql: out of memory connecting", std::string(backend_name), "08006", "connect");
+  if (!conn)
+    throw connection_lost("postgresql: out of memory connecting", std::string(backend_name), "08006", "connect");
   PQsetNoticeProcessor(conn.get(), forward_notice, const_cast<client_options*>(log));
   const auto limit = std::min(timeout, target.connect_timeout);
   const auto deadline = std::chrono::steady_clock::now() + limit;
@@ -119,20 +125,81 @@ conn_ptr connect(const conn_target& target, const client_options* log,
     st = PQconnectPoll(conn.get());
   }
   if (PQstatus(conn.get()) != CONNECTION_OK) {
-    throw connection_lost("postgresql: cannot connect to " + target.redacted + ": " + one_line(PQerrorMessage(conn.get())),
-                          std::string(backend_name), "08006", "connect");
+    const std::string reason = one_line(PQerrorMessage(conn.get()));
+    if (pin && reason.find("unsupported startup parameter") != std::string::npos) {
+      // A pooler that tracks only a few startup parameters (PgBouncer): go without ours.
+      target.startup_options_refused->store(true);
+      if (log)
+        log_message(*log, log_level::info,
+                    "postgresql: the server refused startup options (a pooler?); "
+                    "lease statements retry serialization failures instead");
+      return connect(
+          target, log,
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
+    }
+    throw connection_lost("postgresql: cannot connect to " + target.redacted + ": " + reason, std::string(backend_name),
+                          "08006", "connect");
   }
   return conn;
 }
 
-result_ptr exec_params(PGconn* conn, std::string_view sql, const text_params& params,
-                       std::string_view statement) {
+result_ptr await_result(PGconn* c, std::string_view statement, std::chrono::steady_clock::time_point deadline) {
+  result_ptr result;
+  for (;;) {
+    while (PQisBusy(c)) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+      if (left <= 0) {
+        throw connection_lost("postgresql " + std::string(statement) + ": no answer in time; the connection is closed",
+                              std::string(backend_name), "08006", std::string(statement));
+      }
+      pollfd p{PQsocket(c), POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(std::min<long long>(left, 60000))) < 0 && errno != EINTR)
+        throw_error(c, nullptr, statement);
+      if (!PQconsumeInput(c)) throw_error(c, nullptr, statement);
+    }
+    PGresult* r = PQgetResult(c);
+    if (!r) break;
+    if (!result) {
+      result.reset(r);  // one command: one result (later ones are only end markers)
+    } else {
+      PQclear(r);
+    }
+  }
+  if (!result) throw_error(c, nullptr, statement);
+  return result;
+}
+
+result_ptr exec_params_until(PGconn* c, std::string_view sql, const text_params& params, std::string_view statement,
+                             std::chrono::steady_clock::time_point deadline) {
   std::vector<const char*> values;
   values.reserve(params.size());
   for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
   const std::string text(sql);
-  result_ptr r(PQexecParams(conn, text.c_str(), static_cast<int>(values.size()), nullptr,
-                            values.data(), nullptr, nullptr, 0));
+  if (!PQsendQueryParams(c, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0))
+    throw_error(c, nullptr, statement);
+  auto r = await_result(c, statement, deadline);
+  const auto st = PQresultStatus(r.get());
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw_error(c, r.get(), statement);
+  return r;
+}
+
+void exec_simple_until(PGconn* c, std::string_view sql, std::string_view statement,
+                       std::chrono::steady_clock::time_point deadline) {
+  const std::string text(sql);
+  if (!PQsendQuery(c, text.c_str())) throw_error(c, nullptr, statement);
+  auto r = await_result(c, statement, deadline);
+  const auto st = PQresultStatus(r.get());
+  if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw_error(c, r.get(), statement);
+}
+
+result_ptr exec_params(PGconn* conn, std::string_view sql, const text_params& params, std::string_view statement) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  const std::string text(sql);
+  result_ptr r(
+      PQexecParams(conn, text.c_str(), static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0));
   if (!r) throw_error(conn, nullptr, statement);
   const auto st = PQresultStatus(r.get());
   if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK) throw_error(conn, r.get(), statement);
@@ -201,15 +268,6 @@ std::string array_literal(const std::vector<std::optional<std::string>>& element
   return out;
 }
 
-std::uint64_t fnv1a(std::string_view bytes, std::uint64_t seed) {
-  std::uint64_t h = seed;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::string channel_for(std::string_view table, std::string_view name) {
   std::uint64_t h = fnv1a(table);
   h = fnv1a(std::string_view("\0", 1), h);
@@ -254,23 +312,17 @@ result_rows to_rows(const PGresult* r) {
 connection_pool::~connection_pool() = default;
 
 std::pair<conn_ptr, bool> connection_pool::take() {
-  {
-    std::lock_guard lock(mutex_);
-    while (!idle_.empty()) {
-      conn_ptr c = std::move(idle_.back());
-      idle_.pop_back();
-      if (idle_connection_alive(c.get())) return {std::move(c), true};
-    }
-  }
+  if (auto c = idle_.take([](conn_ptr& p) { return idle_connection_alive(p.get()); })) return {std::move(*c), true};
   return {connect(target_, &options_), false};
 }
 
 void connection_pool::give_back(conn_ptr conn) noexcept {
-  if (!conn || PQstatus(conn.get()) != CONNECTION_OK ||
-      PQtransactionStatus(conn.get()) != PQTRANS_IDLE)
-    return;
-  std::lock_guard lock(mutex_);
-  if (idle_.size() < 2) idle_.push_back(std::move(conn));
+  if (!conn || PQstatus(conn.get()) != CONNECTION_OK || PQtransactionStatus(conn.get()) != PQTRANS_IDLE) return;
+  try {
+    idle_.give_back(std::move(conn));
+  } catch (...) {
+    // Out of memory: the connection is closed instead.
+  }
 }
 
 }  // namespace sqllock::detail::pg

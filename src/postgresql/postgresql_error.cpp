@@ -2,7 +2,7 @@
 #include <string>
 #include <string_view>
 
-#include "postgresql/pg_common.hpp"
+#include "postgresql/postgresql_connection.hpp"
 
 namespace sqllock::detail::pg {
 

@@ -1,5 +1,5 @@
-// The notification thread: poll() on the LISTEN socket and a wake pipe, reconnect and re-LISTEN.
-#include "postgresql/pg_listener.hpp"
+// The PostgreSQL waker: LISTEN on one connection, a thread poll()s it and a wake pipe; reconnect and re-LISTEN.
+#include "postgresql/postgresql_waker.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -18,10 +18,15 @@ std::string listen_sql(const char* verb, const std::string& channel) {
   return std::string(verb) + " \"" + channel + "\"";
 }
 
+// LISTEN and UNLISTEN answer at once unless the server is unreachable: bounded, so that a waiter
+// about to wait (or the thread) is never stuck in a partition; polling covers the gap.
+void listen_until(PGconn* c, const char* verb, const std::string& channel) {
+  exec_simple_until(c, listen_sql(verb, channel), "listen", std::chrono::steady_clock::now() + std::chrono::seconds(2));
+}
+
 }  // namespace
 
-listener::listener(conn_target target, client_options options)
-    : target_(std::move(target)), options_(std::move(options)) {
+waker::waker(conn_target target, client_options options) : target_(std::move(target)), options_(std::move(options)) {
   if (::pipe2(pipe_, O_NONBLOCK | O_CLOEXEC) != 0) {
     pipe_[0] = pipe_[1] = -1;
     log_message(options_, log_level::warning,
@@ -29,7 +34,7 @@ listener::listener(conn_target target, client_options options)
   }
 }
 
-listener::~listener() {
+waker::~waker() {
   stop_.store(true);
   poke();
   if (thread_.joinable()) thread_.join();
@@ -37,25 +42,25 @@ listener::~listener() {
   if (pipe_[1] >= 0) ::close(pipe_[1]);
 }
 
-void listener::set_sink(wake_sink* sink) {
+void waker::set_sink(wake_sink* sink) {
   std::lock_guard lock(sink_mutex_);
   sink_ = sink;
 }
 
-void listener::poke() noexcept {
+void waker::poke() noexcept {
   if (pipe_[1] < 0) return;
   const char c = 1;
   [[maybe_unused]] auto n = ::write(pipe_[1], &c, 1);
 }
 
-void listener::deliver(const std::vector<std::string>& names) noexcept {
+void waker::deliver(const std::vector<std::string>& names) noexcept {
   if (names.empty()) return;
   std::lock_guard lock(sink_mutex_);
   if (!sink_) return;
   for (const auto& n : names) sink_->wake(n);
 }
 
-void listener::drain_notifies_locked(std::vector<std::string>& out) {
+void waker::drain_notifies_locked(std::vector<std::string>& out) {
   if (!conn_) return;
   while (PGnotify* n = PQnotifies(conn_.get())) {
     if (n->extra) out.emplace_back(n->extra);
@@ -63,12 +68,13 @@ void listener::drain_notifies_locked(std::vector<std::string>& out) {
   }
 }
 
-void listener::start_thread_locked() {
+void waker::start_thread_locked() {
   if (thread_.joinable() || pipe_[0] < 0) return;
   thread_ = std::thread([this] { run(); });
 }
 
-void listener::watch(const std::string& name, const std::string& channel) noexcept {
+bool waker::watch(const std::string& name, const std::string& channel) noexcept {
+  bool listening = false;
   try {
     std::lock_guard lock(mutex_);
     ++names_[name];
@@ -80,7 +86,7 @@ void listener::watch(const std::string& name, const std::string& channel) noexce
           // Bounded: the caller is a waiter about to wait; polling covers a slow server.
           conn_ = connect(target_, &options_, std::chrono::milliseconds(2000));
           // A fresh connection listens on every watched channel, this one included.
-          for (const auto& [ch, count] : channels_) exec_simple(conn_.get(), listen_sql("LISTEN", ch), "listen");
+          for (const auto& [ch, count] : channels_) listen_until(conn_.get(), "LISTEN", ch);
           // Releases of the other watched names may have gone unheard meanwhile.
           for (const auto& [n, count] : names_) pending_.push_back(n);
         } catch (const std::exception& e) {
@@ -89,22 +95,24 @@ void listener::watch(const std::string& name, const std::string& channel) noexce
         }
       } else {
         try {
-          exec_simple(conn_.get(), listen_sql("LISTEN", channel), "listen");
+          listen_until(conn_.get(), "LISTEN", channel);
         } catch (const std::exception& e) {
           log_message(options_, log_level::warning, e.what());
-          if (PQstatus(conn_.get()) != CONNECTION_OK) conn_.reset();
+          conn_.reset();  // its protocol state is unknown; the thread reconnects and listens again
         }
       }
       drain_notifies_locked(pending_);
     }
+    listening = conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
     start_thread_locked();
   } catch (...) {
     // Out of memory or thread creation failure: waiting still polls.
   }
   poke();
+  return listening;
 }
 
-void listener::unwatch(const std::string& name, const std::string& channel) noexcept {
+void waker::unwatch(const std::string& name, const std::string& channel) noexcept {
   try {
     std::lock_guard lock(mutex_);
     if (auto it = names_.find(name); it != names_.end() && --it->second <= 0) names_.erase(it);
@@ -114,10 +122,10 @@ void listener::unwatch(const std::string& name, const std::string& channel) noex
     channels_.erase(it);
     if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) {
       try {
-        exec_simple(conn_.get(), listen_sql("UNLISTEN", channel), "unlisten");
+        listen_until(conn_.get(), "UNLISTEN", channel);
       } catch (const std::exception& e) {
         log_message(options_, log_level::debug, e.what());
-        if (PQstatus(conn_.get()) != CONNECTION_OK) conn_.reset();
+        conn_.reset();
       }
       drain_notifies_locked(pending_);
     }
@@ -126,7 +134,7 @@ void listener::unwatch(const std::string& name, const std::string& channel) noex
   poke();
 }
 
-void listener::run() {
+void waker::run() {
   using namespace std::chrono_literals;
   auto backoff = 100ms;
   while (!stop_.load()) {
@@ -149,7 +157,7 @@ void listener::run() {
       try {
         fresh = connect(target_, &options_);
         std::lock_guard lock(mutex_);
-        for (const auto& [ch, count] : channels_) exec_simple(fresh.get(), listen_sql("LISTEN", ch), "listen");
+        for (const auto& [ch, count] : channels_) listen_until(fresh.get(), "LISTEN", ch);
         conn_ = std::move(fresh);
         // Releases may have happened while we were not listening: let every waiter look again.
         for (const auto& [n, count] : names_) wakes.push_back(n);
@@ -187,8 +195,7 @@ void listener::run() {
       std::lock_guard lock(mutex_);
       if (conn_ && PQsocket(conn_.get()) == fd) {
         if (!PQconsumeInput(conn_.get()) || PQstatus(conn_.get()) != CONNECTION_OK) {
-          log_message(options_, log_level::info,
-                      "postgresql: the notification connection was lost; reconnecting");
+          log_message(options_, log_level::info, "postgresql: the notification connection was lost; reconnecting");
           drain_notifies_locked(wakes);
           conn_.reset();
         } else {

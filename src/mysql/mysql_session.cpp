@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <set>
 
-#include "mysql/mysql_internal.hpp"
+#include "mysql/mysql_connection.hpp"
 #include "sqllock/error.hpp"
 #include "sqllock/mysql.hpp"
 
@@ -39,8 +39,7 @@ std::pair<std::string, std::string> split_table(const std::string& table) {
 class mysql_session final : public session {
  public:
   // Owned: a pooled connection, autocommit off; the transaction starts with the first statement.
-  mysql_session(std::shared_ptr<connection_pool> pool, std::unique_ptr<connection> conn,
-                const client_options& client)
+  mysql_session(std::shared_ptr<connection_pool> pool, std::unique_ptr<connection> conn, const client_options& client)
       : pool_(std::move(pool)), conn_(std::move(conn)), log_options_(client) {}
   // Adopted: the application's connection and transaction.
   explicit mysql_session(std::unique_ptr<connection> conn) : conn_(std::move(conn)), adopted_(true) {}
@@ -118,8 +117,7 @@ class mysql_session final : public session {
     std::string where;
     std::vector<value> key_params;
     for (const auto& [column, v] : request.key) {
-      where += (where.empty() ? " WHERE " : " AND ") + quote_identifier(column, dialect::mysql) +
-               " = ?";
+      where += (where.empty() ? " WHERE " : " AND ") + quote_identifier(column, dialect::mysql) + " = ?";
       key_params.push_back(v);
     }
     sql += where + " AND " + version + " = ?";
@@ -143,10 +141,74 @@ class mysql_session final : public session {
       try {
         found = v ? std::stoll(*v) : 0;
       } catch (const std::exception&) {
-        throw invalid_argument("cas: version column " + request.version_column +
-                               " does not hold an integer");
+        throw invalid_argument("cas: version column " + request.version_column + " does not hold an integer");
       }
       return cas_result{cas_result::status::conflict, found};
+    } catch (const error& e) {
+      after_error(e);
+      throw;
+    }
+  }
+
+  bool require_lease(std::string_view table, const lease_ref& lease) override {
+    require_active("require_lease");
+    try {
+      if (adopted_) {
+        // Outside a transaction the shared lock would end with the statement (MariaDB tells).
+        bool in_transaction = true;
+        try {
+          result_rows t = conn_->query("SELECT @@in_transaction", {}, "require_lease");
+          in_transaction = t.empty() || !t[0][0] || *t[0][0] != "0";
+        } catch (const database_error&) {
+          // MySQL 8 has no @@in_transaction: trust the application.
+        }
+        if (!in_transaction) {
+          throw invalid_argument(
+              "require_lease on an adopted MySQL connection needs the application's transaction "
+              "(START TRANSACTION first): outside one, the lock on the lease row ends with the statement");
+        }
+      }
+      const std::string sql =
+          render_sql(embedded_sql(sqllock::dialect::mysql, "lease_guard"), table, sqllock::dialect::mysql);
+      return !conn_->query(sql, {lease.name, lease.owner, lease.token}, "lease_guard", true).empty();
+    } catch (const error& e) {
+      after_error(e);
+      throw;
+    }
+  }
+
+  fenced_update_result fenced_update(const fenced_update_request& request) override {
+    require_active("fenced_update");
+    const std::string table = quote_identifier(request.table, dialect::mysql);
+    const std::string fence = quote_identifier(request.fence_column, dialect::mysql);
+    std::string sql = "UPDATE " + table + " SET ";
+    std::vector<value> params;
+    for (const auto& [column, v] : request.set) {
+      sql += quote_identifier(column, dialect::mysql) + " = ?, ";
+      params.push_back(v);
+    }
+    sql += fence + " = ?";
+    params.emplace_back(request.token);
+    std::string where;
+    std::vector<value> key_params;
+    for (const auto& [column, v] : request.key) {
+      where += (where.empty() ? " WHERE " : " AND ") + quote_identifier(column, dialect::mysql) + " = ?";
+      key_params.push_back(v);
+    }
+    sql += where + " AND COALESCE(" + fence + ", 0) <= ?";
+    params.insert(params.end(), key_params.begin(), key_params.end());
+    params.emplace_back(request.token);
+    try {
+      if (conn_->execute(sql, params, "fenced_update") >= 1)
+        return {fenced_update_result::status::applied, request.token};
+      // Nothing changed: refused, missing, or (a connection without CLIENT_FOUND_ROWS) matched with
+      // nothing to change. A locking read of the latest committed fence tells.
+      const std::string read = "SELECT COALESCE(" + fence + ", 0) FROM " + table + where + " LOCK IN SHARE MODE";
+      result_rows rows = conn_->query(read, key_params, "fenced_update");
+      if (rows.empty()) return {fenced_update_result::status::missing, 0};
+      const std::int64_t found = rows[0][0] ? std::stoll(*rows[0][0]) : 0;
+      if (found > request.token) return {fenced_update_result::status::rejected, found};
+      return {fenced_update_result::status::applied, request.token};
     } catch (const error& e) {
       after_error(e);
       throw;
@@ -228,11 +290,10 @@ class mysql_session final : public session {
 
   void set_lock_timeout(int seconds) {
     if (seconds > 0) {
-      conn_->execute(statement_text("session_lock_timeout", "sqllock_locks"),
-                     {static_cast<std::int64_t>(seconds)}, "session_lock_timeout");
-    } else {
-      conn_->execute(statement_text("session_lock_timeout_default", "sqllock_locks"), {},
+      conn_->execute(statement_text("session_lock_timeout", "sqllock_locks"), {static_cast<std::int64_t>(seconds)},
                      "session_lock_timeout");
+    } else {
+      conn_->execute(statement_text("session_lock_timeout_default", "sqllock_locks"), {}, "session_lock_timeout");
     }
     conn_->lock_timeout_s = seconds;
   }
@@ -240,12 +301,14 @@ class mysql_session final : public session {
   void require_active(const char* what) {
     if (state_ == state::active) return;
     if (state_ == state::aborted) {
-      throw database_error(std::string("mysql ") + what + ": the transaction was rolled back by an "
-                               "earlier error (" + abort_reason_ + "); nothing was committed",
+      throw database_error(std::string("mysql ") + what +
+                               ": the transaction was rolled back by an "
+                               "earlier error (" +
+                               abort_reason_ + "); nothing was committed",
                            std::string(backend_name), "", what);
     }
-    throw database_error(std::string("mysql ") + what + ": the transaction has ended",
-                         std::string(backend_name), "", what);
+    throw database_error(std::string("mysql ") + what + ": the transaction has ended", std::string(backend_name), "",
+                         what);
   }
 
   /// Bookkeeping after a mapped error of a statement in this transaction.
@@ -304,8 +367,8 @@ class mysql_session final : public session {
       std::lock_guard lock(indexes().mutex);
       if (indexes().usable.count(cache_key)) return;
     }
-    result_rows rows = conn_->query(statement_text("index_check", "sqllock_locks"),
-                                    {schema, table, column}, "index_check");
+    result_rows rows =
+        conn_->query(statement_text("index_check", "sqllock_locks"), {schema, table, column}, "index_check");
     const bool usable = !rows.empty() && rows[0][0] && *rows[0][0] != "0";
     if (!usable) {
       throw invalid_argument("lock_rows: column " + column + " of table " + table_id +
@@ -326,8 +389,7 @@ class mysql_session final : public session {
 
 }  // namespace
 
-std::unique_ptr<session> make_owned_session(std::shared_ptr<connection_pool> pool,
-                                            const transaction_options& options,
+std::unique_ptr<session> make_owned_session(std::shared_ptr<connection_pool> pool, const transaction_options& options,
                                             const client_options& client) {
   std::unique_ptr<connection> c = pool->take();
   auto s = std::make_unique<mysql_session>(pool, std::move(c), client);
@@ -344,8 +406,6 @@ std::unique_ptr<session> make_adopted_session(sql::Connection* c) {
 
 namespace sqllock {
 
-transaction adopt(sql::Connection* connection) {
-  return transaction(detail::mysql::make_adopted_session(connection));
-}
+transaction adopt(sql::Connection* connection) { return transaction(detail::mysql::make_adopted_session(connection)); }
 
 }  // namespace sqllock

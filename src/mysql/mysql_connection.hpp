@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -9,9 +10,11 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/idle_pool.hpp"
 #include "sqllock/parse.hpp"
 #include "sqllock/value.hpp"
 
@@ -30,8 +33,7 @@ inline constexpr std::string_view backend_name = "mysql";
 /// 1317/1969/3024 query_canceled, 1146 on a lock-table statement schema_missing, else
 /// database_error). The message names the statement and the vendor code, never bound values: the
 /// server's text is kept with every quoted part replaced by '?'.
-[[noreturn]] void map_error(const sql::SQLException& e, std::string_view statement,
-                            bool lock_table_statement = false);
+[[noreturn]] void map_error(const sql::SQLException& e, std::string_view statement, bool lock_table_statement = false);
 
 /// True for the vendor codes that mean the connection is gone.
 bool is_connection_error(int code) noexcept;
@@ -46,7 +48,19 @@ struct server_traits {
   int minor = 0;
   bool rollback_on_timeout = false;
   std::string database;  ///< current database ("" if none)
+  /// Durability settings: innodb_flush_log_at_trx_commit (1: flushed at each commit), sync_binlog
+  /// and log_bin (with the binary log on, a commit is durable only with sync_binlog = 1: crash
+  /// recovery rolls back transactions missing from the binlog), wsrep_on (a Galera node).
+  int flush_log_at_trx_commit = 1;
+  long sync_binlog = 1;
+  bool log_bin = false;
+  bool wsrep_on = false;
 };
+
+/// Throws database_error naming the setting when `t` says commits may be lost in a crash (so an
+/// acquisition, and its fencing token, could be handed out again), unless `allow` (the user accepted
+/// the risk: client_options::allow_unsafe_durability).
+void require_durable(const server_traits& t, bool allow);
 
 /// Where and how to connect (from the URL); never printed except through url.redacted().
 struct connect_params {
@@ -55,9 +69,53 @@ struct connect_params {
 };
 
 /// Open a connection. found_rows: CLIENT_FOUND_ROWS (affected rows = matched rows).
-/// read_timeout_s 0: none. Throws connection_lost (unreachable) or invalid_argument (bad option).
-std::unique_ptr<sql::Connection> open_connection(const connect_params& params, bool found_rows,
-                                                 int read_timeout_s);
+/// read_timeout_s 0: none. connect_timeout_s 0: the URL's. With `socket_fd`, also finds the
+/// connection's socket (-1 when it cannot be told apart from another one opened at the same
+/// moment), and bounds the whole connect, handshake included, by connect_timeout_s. Throws
+/// connection_lost (unreachable) or invalid_argument (bad option).
+std::unique_ptr<sql::Connection> open_connection(const connect_params& params, bool found_rows, int read_timeout_s,
+                                                 int* socket_fd = nullptr, int connect_timeout_s = 0);
+
+/// Shuts a connection's socket down at a deadline, so that a statement blocked on it (a partition,
+/// a hung server) returns at once with a lost connection: Connector/C++ 1.1 has no timeout finer
+/// than whole seconds and no way to interrupt a statement. One thread per timer, started lazily.
+class deadline_timer {
+ public:
+  deadline_timer() = default;
+  ~deadline_timer();
+  deadline_timer(const deadline_timer&) = delete;
+  deadline_timer& operator=(const deadline_timer&) = delete;
+
+  /// While it lives, `fd` is shut down (SHUT_RDWR) when `deadline` passes.
+  class armed {
+   public:
+    armed(deadline_timer& t, std::uint64_t id) : timer_(&t), id_(id) {}
+    armed(armed&& o) noexcept : timer_(o.timer_), id_(o.id_) { o.timer_ = nullptr; }
+    armed& operator=(armed&&) = delete;
+    ~armed();
+    /// True once the deadline passed and the socket was shut down.
+    bool fired() const;
+
+   private:
+    deadline_timer* timer_;
+    std::uint64_t id_;
+  };
+  armed arm(int fd, std::chrono::steady_clock::time_point deadline);
+
+ private:
+  void loop();
+  struct entry {
+    int fd;
+    std::chrono::steady_clock::time_point deadline;
+    bool fired = false;
+  };
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<std::uint64_t, entry> entries_;
+  std::uint64_t next_id_ = 1;
+  bool stopping_ = false;
+  std::thread thread_;
+};
 
 /// Parse the URL parameters this backend accepts into connect_params. Throws invalid_argument.
 connect_params make_connect_params(const database_url& url);
@@ -78,14 +136,21 @@ class connection {
   /// True once a statement failed because the connection is gone.
   bool broken() const noexcept { return broken_; }
   void mark_broken() noexcept { broken_ = true; }
+  /// The connection's socket (-1: unknown).
+  int socket_fd() const noexcept { return socket_fd_; }
+  void set_socket_fd(int fd) noexcept { socket_fd_ = fd; }
+  /// Whether the server has not ended this idle connection (killed, restarted, timed out): its
+  /// socket has no end-of-file or unsolicited error waiting. Without the socket: a ping if idle for
+  /// over a second. Never blocks longer than a ping.
+  bool alive();
 
   /// Run a statement with `?` placeholders; returns the affected (or, with CLIENT_FOUND_ROWS,
   /// matched) row count. Errors go through map_error with the statement name.
-  std::int64_t execute(std::string_view sql, const std::vector<value>& params,
-                       std::string_view statement, bool lock_table = false);
+  std::int64_t execute(std::string_view sql, const std::vector<value>& params, std::string_view statement,
+                       bool lock_table = false);
   /// Run a query; every column as text, NULL as nullopt.
-  result_rows query(std::string_view sql, const std::vector<value>& params,
-                    std::string_view statement, bool lock_table = false);
+  result_rows query(std::string_view sql, const std::vector<value>& params, std::string_view statement,
+                    bool lock_table = false);
   /// Run a statement without parameters through the text protocol (COMMIT, ROLLBACK): unlike
   /// sql::Connection::commit(), whose failure Connector/C++ 1.1 does not report, an error here
   /// (e.g. the connection died before COMMIT) is thrown through map_error.
@@ -100,13 +165,13 @@ class connection {
   int lock_timeout_s = 0;
 
  private:
-  sql::PreparedStatement& prepare(std::string_view sql, std::string_view statement,
-                                  bool lock_table);
+  sql::PreparedStatement& prepare(std::string_view sql, std::string_view statement, bool lock_table);
   [[noreturn]] void fail(const sql::SQLException& e, std::string_view statement, bool lock_table);
 
   std::unique_ptr<sql::Connection> owned_;
   sql::Connection* conn_ = nullptr;
   bool broken_ = false;
+  int socket_fd_ = -1;
   std::optional<server_traits> traits_;
   std::map<std::string, std::unique_ptr<sql::PreparedStatement>, std::less<>> cache_;
   std::chrono::steady_clock::time_point last_used_ = std::chrono::steady_clock::now();
@@ -123,13 +188,11 @@ class connection_pool {
 
  private:
   connect_params params_;
-  std::mutex mutex_;
-  std::vector<std::unique_ptr<connection>> idle_;
+  idle_pool<std::unique_ptr<connection>> idle_;
 };
 
 /// A session over an owned pooled connection (begin) or an adopted application connection.
-std::unique_ptr<session> make_owned_session(std::shared_ptr<connection_pool> pool,
-                                            const transaction_options& options,
+std::unique_ptr<session> make_owned_session(std::shared_ptr<connection_pool> pool, const transaction_options& options,
                                             const client_options& client);
 std::unique_ptr<session> make_adopted_session(sql::Connection* c);
 
@@ -138,9 +201,5 @@ std::string statement_text(std::string_view name, std::string_view table);
 
 /// Microseconds to milliseconds, rounding toward negative infinity.
 std::chrono::milliseconds floor_ms(std::int64_t us) noexcept;
-
-/// Split a migration file into statements at `;` ending a line (outside quotes).
-std::vector<std::string> split_statements(std::string_view text);
-
 
 }  // namespace sqllock::detail::mysql

@@ -3,10 +3,34 @@
 #include <string>
 #include <utility>
 
-#include "postgresql/pg_common.hpp"
+#include "core/sql_lexer.hpp"
+#include "postgresql/postgresql_connection.hpp"
 #include "sqllock/postgresql.hpp"
 
 namespace sqllock::detail::pg {
+
+std::pair<std::string, std::size_t> rewrite_placeholders(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size() + 16);
+  std::size_t count = 0;
+  std::size_t i = 0;
+  const std::size_t n = sql.size();
+  while (i < n) {
+    // Strings, quoted identifiers, comments and dollar-quoted bodies are copied untouched.
+    if (const sql_span span = sql_span_at(sql, i, dialect::postgresql); span.kind != sql_span_kind::none) {
+      out.append(sql.substr(i, span.length));
+      i += span.length;
+    } else if (sql[i] == '?') {
+      out += '$';
+      out += std::to_string(++count);
+      ++i;
+    } else {
+      out += sql[i];
+      ++i;
+    }
+  }
+  return {std::move(out), count};
+}
 
 namespace {
 
@@ -28,8 +52,7 @@ class pg_session final : public session {
  public:
   // Owned: a connection with a transaction already begun, returned to `pool` at the end.
   pg_session(std::shared_ptr<connection_pool> pool, conn_ptr conn, client_options options)
-      : pool_(std::move(pool)), owned_(std::move(conn)), conn_(owned_.get()),
-        options_(std::move(options)) {}
+      : pool_(std::move(pool)), owned_(std::move(conn)), conn_(owned_.get()), options_(std::move(options)) {}
   // Adopted: the application's connection and its current transaction, never ended or closed.
   explicit pg_session(PGconn* conn) : conn_(conn), adopted_(true) {}
 
@@ -49,9 +72,10 @@ class pg_session final : public session {
       // COMMIT of a transaction that had failed answers ROLLBACK instead of an error.
       if (!results.empty() && std::string_view(PQcmdStatus(results.back().get())) == "ROLLBACK") {
         finish();
-        throw database_error("postgresql commit: the transaction was rolled back because an "
-                             "earlier statement failed",
-                             std::string(backend_name), "25P02", "commit");
+        throw database_error(
+            "postgresql commit: the transaction was rolled back because an "
+            "earlier statement failed",
+            std::string(backend_name), "25P02", "commit");
       }
     } catch (...) {
       finish();
@@ -102,9 +126,8 @@ class pg_session final : public session {
       where += quote(column) + " = $" + std::to_string(params.size() + 1);
       params.push_back(to_text(v));
     }
-    const std::string sql = "UPDATE " + table + " SET " + set_sql + version + " = " + version +
-                            " + 1 WHERE " + where + " AND " + version + " = $" +
-                            std::to_string(params.size() + 1) + " RETURNING " + version;
+    const std::string sql = "UPDATE " + table + " SET " + set_sql + version + " = " + version + " + 1 WHERE " + where +
+                            " AND " + version + " = $" + std::to_string(params.size() + 1) + " RETURNING " + version;
     params.push_back(std::to_string(request.expected_version));
     auto r = exec_params(conn_, sql, params, "cas");
     cas_result out;
@@ -121,8 +144,8 @@ class pg_session final : public session {
       if (!check_where.empty()) check_where += " AND ";
       check_where += quote(request.key[i].first) + " = $" + std::to_string(i + 1);
     }
-    auto c = exec_params(conn_, "SELECT " + version + " FROM " + table + " WHERE " + check_where + " LIMIT 1",
-                         key_only, "cas_check");
+    auto c = exec_params(conn_, "SELECT " + version + " FROM " + table + " WHERE " + check_where + " LIMIT 1", key_only,
+                         "cas_check");
     if (PQntuples(c.get()) > 0) {
       out.outcome = cas_result::status::conflict;
       out.version = field_int(c.get(), 0, 0);
@@ -131,6 +154,55 @@ class pg_session final : public session {
       out.version = 0;
     }
     return out;
+  }
+
+  bool require_lease(std::string_view table, const lease_ref& lease) override {
+    check_active("require_lease");
+    if (PQtransactionStatus(conn_) != PQTRANS_INTRANS) {
+      throw invalid_argument(
+          "require_lease on an adopted PostgreSQL connection needs the application's transaction "
+          "(BEGIN first): outside one, the lock on the lease row ends with the statement");
+    }
+    const std::string sql =
+        render_sql(embedded_sql(sqllock::dialect::postgresql, "lease_guard"), table, sqllock::dialect::postgresql);
+    auto r = exec_params(conn_, sql, {lease.name, lease.owner, std::to_string(lease.token)}, "lease_guard");
+    return PQntuples(r.get()) > 0;
+  }
+
+  fenced_update_result fenced_update(const fenced_update_request& request) override {
+    check_active("fenced_update");
+    const std::string table = quote(request.table);
+    const std::string fence = quote(request.fence_column);
+    text_params params;
+    std::string sql = "UPDATE " + table + " SET ";
+    for (const auto& [column, v] : request.set) {
+      sql += quote(column) + " = $" + std::to_string(params.size() + 1) + ", ";
+      params.push_back(to_text(v));
+    }
+    params.push_back(std::to_string(request.token));
+    const std::string token_param = "$" + std::to_string(params.size()) + "::bigint";
+    sql += fence + " = " + token_param;
+    std::string where;
+    text_params key_params;
+    for (const auto& [column, v] : request.key) {
+      if (!where.empty()) where += " AND ";
+      where += quote(column) + " = $" + std::to_string(params.size() + 1);
+      params.push_back(to_text(v));
+      key_params.push_back(to_text(v));
+    }
+    sql += " WHERE " + where + " AND coalesce(" + fence + ", 0) <= " + token_param;
+    auto r = exec_params(conn_, sql, params, "fenced_update");
+    if (affected_rows(r.get()) > 0) return {fenced_update_result::status::applied, request.token};
+    std::string check_where;
+    for (std::size_t i = 0; i < request.key.size(); ++i) {
+      if (!check_where.empty()) check_where += " AND ";
+      check_where += quote(request.key[i].first) + " = $" + std::to_string(i + 1);
+    }
+    auto c =
+        exec_params(conn_, "SELECT coalesce(" + fence + ", 0) FROM " + table + " WHERE " + check_where + " LIMIT 1",
+                    key_params, "fenced_update_check");
+    if (PQntuples(c.get()) == 0) return {fenced_update_result::status::missing, 0};
+    return {fenced_update_result::status::rejected, field_int(c.get(), 0, 0)};
   }
 
   row_lock_result lock_rows(const row_lock_request& request) override {
@@ -155,22 +227,28 @@ class pg_session final : public session {
     keys.reserve(request.keys.size());
     for (const auto& k : request.keys) keys.push_back(to_text(k));
 
-    std::string sql = "SELECT " + columns + " FROM " + table + " WHERE " + key + " = ANY($1) ORDER BY " +
-                      key + (request.strength == lock_strength::no_key_update ? " FOR NO KEY UPDATE" : " FOR UPDATE");
+    std::string sql = "SELECT " + columns + " FROM " + table + " WHERE " + key + " = ANY($1) ORDER BY " + key +
+                      (request.strength == lock_strength::no_key_update ? " FOR NO KEY UPDATE" : " FOR UPDATE");
     if (request.mode == lock_wait::nowait) sql += " NOWAIT";
     if (request.mode == lock_wait::skip_locked) sql += " SKIP LOCKED";
 
     // A savepoint keeps the transaction usable when the lock is not available (55P03), and
     // scopes the per-statement lock_timeout: rolling back to it restores the setting too.
     const bool in_tx = PQtransactionStatus(conn_) == PQTRANS_INTRANS;
+    if (!in_tx) {
+      // Only an adopted connection can be outside a transaction: its row locks would end with the
+      // statement, so "acquired" would be a lie. Nothing is locked or changed.
+      throw invalid_argument(
+          "lock_rows on an adopted PostgreSQL connection needs the application's transaction "
+          "(BEGIN first): outside one, row locks end with the statement");
+    }
     const bool bounded = request.mode == lock_wait::wait && request.timeout.has_value();
     std::optional<std::string> old_timeout;
     if (in_tx) exec_simple(conn_, "SAVEPOINT sqllock_lock_rows", "lock_rows");
     if (bounded) {
-      auto r = exec_params(conn_,
-                           "SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, $2::boolean)",
-                           {timeout_text(*request.timeout), std::string(in_tx ? "true" : "false")},
-                           "lock_rows_timeout");
+      auto r =
+          exec_params(conn_, "SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, $2::boolean)",
+                      {timeout_text(*request.timeout), std::string(in_tx ? "true" : "false")}, "lock_rows_timeout");
       old_timeout = field_text(r.get(), 0, 0);
     }
     try {
@@ -179,8 +257,7 @@ class pg_session final : public session {
       out.rows = to_rows(r.get());
     } catch (const lock_not_available&) {
       if (in_tx) {
-        exec_simple(conn_, "ROLLBACK TO SAVEPOINT sqllock_lock_rows; RELEASE SAVEPOINT sqllock_lock_rows",
-                    "lock_rows");
+        exec_simple(conn_, "ROLLBACK TO SAVEPOINT sqllock_lock_rows; RELEASE SAVEPOINT sqllock_lock_rows", "lock_rows");
       } else if (old_timeout) {
         restore_timeout(*old_timeout, false);
       }
@@ -195,8 +272,9 @@ class pg_session final : public session {
 
  private:
   void check_active(const char* what) const {
-    if (done_) throw error(std::string("postgresql ") + what + ": the transaction has ended",
-                           std::string(backend_name), {}, what);
+    if (done_)
+      throw error(std::string("postgresql ") + what + ": the transaction has ended", std::string(backend_name), {},
+                  what);
   }
 
   result_ptr run_user(std::string_view sql, const std::vector<value>& params, const char* statement) {
@@ -243,8 +321,7 @@ namespace sqllock {
 
 transaction adopt(pg_conn* connection) {
   if (!connection) throw invalid_argument("adopt: the PGconn* is null");
-  if (PQstatus(connection) != CONNECTION_OK)
-    throw invalid_argument("adopt: the PGconn* is not connected");
+  if (PQstatus(connection) != CONNECTION_OK) throw invalid_argument("adopt: the PGconn* is not connected");
   return transaction(detail::pg::make_adopted_session(connection));
 }
 

@@ -3,6 +3,7 @@
 
 #include <libpq-fe.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/idle_pool.hpp"
+#include "core/text.hpp"
 #include "sqllock/error.hpp"
 #include "sqllock/parse.hpp"
 #include "sqllock/value.hpp"
@@ -36,10 +39,17 @@ using conn_ptr = std::unique_ptr<PGconn, conn_deleter>;
 
 /// How to reach the server: the URL as libpq keywords, plus whatever the backend adds.
 struct conn_target {
-  std::string url;       ///< the original URL (contains the password: never log it)
+  std::string url;       ///< the URL for libpq (contains the password: never log it)
   std::string redacted;  ///< the URL without password, for messages
   /// Bound on making a connection: the URL's connect_timeout (seconds), else 10 s.
   std::chrono::milliseconds connect_timeout{10000};
+  /// Ask for READ COMMITTED in the startup packet (`options=-c default_transaction_isolation=...`),
+  /// whatever the server's default: the lease statements are written for it. A URL's own `options`
+  /// win. A pooler that refuses startup options (PgBouncer) gets none, once and for all; the lease
+  /// statements then retry a serialization failure, which in their one-statement transactions
+  /// means nothing was applied.
+  bool pin_read_committed = false;
+  std::shared_ptr<std::atomic<bool>> startup_options_refused = std::make_shared<std::atomic<bool>>(false);
 };
 
 /// Check a URL with PQconninfoParse; throws invalid_argument without echoing the password.
@@ -50,6 +60,15 @@ void validate_conninfo(const database_url& url);
 /// it must outlive the connection), never to stderr.
 conn_ptr connect(const conn_target& target, const client_options* log,
                  std::chrono::milliseconds timeout = std::chrono::milliseconds(10000));
+
+/// The result of the command just sent on `conn`, waiting at most until `deadline` (poll() on the
+/// socket). No answer in time: throws connection_lost; the caller must close the connection (its
+/// protocol state is unknown). Extra results of the command are drained.
+result_ptr await_result(PGconn* conn, std::string_view statement, std::chrono::steady_clock::time_point deadline);
+
+/// exec_simple with a deadline (LISTEN/UNLISTEN on the notification connection).
+void exec_simple_until(PGconn* conn, std::string_view sql, std::string_view statement,
+                       std::chrono::steady_clock::time_point deadline);
 
 /// False when the server has already ended this idle connection (its FATAL message and EOF are
 /// waiting in the socket); reads pending input without blocking.
@@ -69,10 +88,13 @@ bool connection_failed(PGconn* conn, const PGresult* result);
 /// Parameters bound as text (nullopt: NULL).
 using text_params = std::vector<std::optional<std::string>>;
 
+/// exec_params with a deadline: no answer in time throws connection_lost (close the connection).
+result_ptr exec_params_until(PGconn* conn, std::string_view sql, const text_params& params, std::string_view statement,
+                             std::chrono::steady_clock::time_point deadline);
+
 /// Run a statement with text parameters (unnamed, PQexecParams); throws the mapped error unless
 /// the result is PGRES_COMMAND_OK or PGRES_TUPLES_OK.
-result_ptr exec_params(PGconn* conn, std::string_view sql, const text_params& params,
-                       std::string_view statement);
+result_ptr exec_params(PGconn* conn, std::string_view sql, const text_params& params, std::string_view statement);
 
 /// Run simple-protocol SQL (may hold several statements; no parameters). Returns every result;
 /// throws the mapped error at the first failed one (after draining the rest).
@@ -88,8 +110,6 @@ std::string array_literal(const std::vector<std::optional<std::string>>& element
 /// dollar-quoted strings. Returns the rewritten text and the number of placeholders.
 std::pair<std::string, std::size_t> rewrite_placeholders(std::string_view sql);
 
-/// 64-bit FNV-1a, stable across processes and builds (channel names, advisory-lock keys).
-std::uint64_t fnv1a(std::string_view bytes, std::uint64_t seed = 14695981039346656037ull);
 
 /// The LISTEN/NOTIFY channel of a lock name: "sqllock_" + 16 hex digits of a hash of table and name.
 std::string channel_for(std::string_view table, std::string_view name);
@@ -124,8 +144,7 @@ class connection_pool {
  private:
   conn_target target_;
   client_options options_;
-  std::mutex mutex_;
-  std::vector<conn_ptr> idle_;
+  idle_pool<conn_ptr> idle_;
 };
 
 }  // namespace sqllock::detail::pg

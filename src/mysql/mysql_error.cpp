@@ -1,8 +1,8 @@
-// The MySQL backend's one error-mapping function, plus small text helpers (redaction, splitting).
+// The MySQL backend's one error-mapping function, plus small text helpers (redaction, time units).
 #include <cppconn/exception.h>
 
 #include "core/backend.hpp"
-#include "mysql/mysql_internal.hpp"
+#include "mysql/mysql_connection.hpp"
 #include "sqllock/error.hpp"
 
 namespace sqllock::detail::mysql {
@@ -104,65 +104,6 @@ std::chrono::milliseconds floor_ms(std::int64_t us) noexcept {
 
 std::string statement_text(std::string_view name, std::string_view table) {
   return render_sql(embedded_sql("mysql", name), table, dialect::mysql);
-}
-
-std::vector<std::string> split_statements(std::string_view text) {
-  std::vector<std::string> out;
-  std::string current;
-  char quote = 0;
-  bool line_comment = false;
-  auto flush = [&] {
-    // Keep a statement only if it has something besides blanks and comments.
-    bool meaningful = false;
-    bool in_comment = false;
-    for (std::size_t i = 0; i < current.size(); ++i) {
-      char c = current[i];
-      if (in_comment) {
-        if (c == '\n') in_comment = false;
-        continue;
-      }
-      if (c == '-' && i + 1 < current.size() && current[i + 1] == '-') {
-        in_comment = true;
-        continue;
-      }
-      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
-        meaningful = true;
-        break;
-      }
-    }
-    if (meaningful) out.push_back(current);
-    current.clear();
-  };
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (line_comment) {
-      current += c;
-      if (c == '\n') line_comment = false;
-      continue;
-    }
-    if (quote) {
-      current += c;
-      if (c == quote) quote = 0;
-      continue;
-    }
-    if (c == '\'' || c == '"' || c == '`') {
-      quote = c;
-      current += c;
-      continue;
-    }
-    if (c == '-' && i + 1 < text.size() && text[i + 1] == '-') {
-      line_comment = true;
-      current += c;
-      continue;
-    }
-    if (c == ';') {
-      flush();
-      continue;
-    }
-    current += c;
-  }
-  flush();
-  return out;
 }
 
 }  // namespace sqllock::detail::mysql

@@ -1,0 +1,4 @@
+-- Once per connection: the settings that decide whether a commit survives a crash (sqllock
+-- refuses lazy ones unless the user accepts the risk). SHOW VARIABLES, because wsrep_on exists
+-- only on MariaDB and an unknown @@variable is an error.
+SHOW GLOBAL VARIABLES WHERE Variable_name IN ('innodb_flush_log_at_trx_commit', 'sync_binlog', 'log_bin', 'wsrep_on')

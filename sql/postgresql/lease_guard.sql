@@ -1,0 +1,10 @@
+-- The guard of a transaction (transaction::require_lease), run inside the caller's transaction:
+-- $1 name, $2 owner id, $3 token. A row comes back when the lease is still this acquisition's and
+-- has not expired (server clock); it then stays locked FOR KEY SHARE until the transaction ends.
+-- That lock conflicts with the FOR UPDATE strength of a takeover's INSERT ... ON CONFLICT DO UPDATE
+-- (which waits, then sees the row as the guarded transaction left it), and not with the plain
+-- UPDATEs of this lease's own renewals and release, which go on.
+SELECT 1 FROM {{locks}}
+WHERE name = $1 AND owner = $2 AND token = $3::bigint AND holder_id IS NOT NULL
+  AND expires_at > clock_timestamp()
+FOR KEY SHARE

@@ -1,0 +1,284 @@
+// The lease book: acquisitions, holds, re-entry, renewal schedule and loss/risk deadlines.
+#include "core/lease_book.hpp"
+
+#include <algorithm>
+
+namespace sqllock::detail {
+
+using std::chrono::milliseconds;
+
+milliseconds loss_margin(milliseconds ttl) noexcept { return std::clamp(ttl / 20, milliseconds(0), milliseconds(500)); }
+
+void run_notices(std::vector<lease_notice>& notices) noexcept {
+  for (auto& n : notices) {
+    if (!n.callback) continue;
+    try {
+      n.callback(n.name, n.token);
+    } catch (...) {
+      // A callback that throws must not take the thread that runs it down.
+    }
+  }
+}
+
+namespace {
+
+steady::rep ticks(steady::time_point t) { return t.time_since_epoch().count(); }
+
+// Recompute what the live holds of an acquisition ask for; called with the book's lock held.
+void recompute(acquisition& a) {
+  a.holds = 0;
+  a.auto_renew_holds = 0;
+  a.renew_ttl = milliseconds(0);
+  a.hard_end = steady::time_point::max();
+  auto& list = a.hold_list;
+  list.erase(std::remove_if(list.begin(), list.end(),
+                            [](const std::weak_ptr<lease_state>& w) {
+                              auto h = w.lock();
+                              return !h || h->finished.load();
+                            }),
+             list.end());
+  for (const auto& w : list) {
+    auto h = w.lock();
+    if (!h) continue;
+    ++a.holds;
+    if (h->options.auto_renew) {
+      ++a.auto_renew_holds;
+      a.renew_ttl = std::max(a.renew_ttl, h->options.ttl);
+    }
+    a.min_hold = std::max(a.min_hold, h->options.min_hold);
+    if (h->options.max_hold.count() > 0) a.hard_end = std::min(a.hard_end, h->started + h->options.max_hold);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<lease_state> lease_book::reenter(const std::string& name, std::uint64_t scope,
+                                                 const lease_options& options,
+                                                 const std::shared_ptr<lease_engine>& engine, steady::time_point now,
+                                                 bool& extend) {
+  extend = false;
+  std::lock_guard lk(mu_);
+  auto it = by_scope_.find({name, scope});
+  if (it == by_scope_.end()) return nullptr;
+  auto a = it->second;
+  const auto until = a->valid_until_time();
+  // About to be reported lost: not a lease to re-enter (the deadline thread reports it).
+  if (a->lost.load() || now >= until - loss_margin(a->last_ttl)) return nullptr;
+  auto h = std::make_shared<lease_state>();
+  h->engine = engine;
+  h->acq = a;
+  h->options = options;
+  h->started = now;
+  a->hold_list.push_back(h);
+  recompute(*a);
+  h->hold_count = a->holds;
+  ++changes_;
+  // A re-entry never shortens the lease; one that will not be renewed but needs it longer than it
+  // is known to last gets one extension from the caller.
+  extend = !options.auto_renew && until < now + options.ttl;
+  return h;
+}
+
+std::shared_ptr<lease_state> lease_book::add(lease_ref ref, std::string holder, std::uint64_t scope,
+                                             steady::time_point started, const lease_options& options,
+                                             const std::shared_ptr<lease_engine>& engine) {
+  auto a = std::make_shared<acquisition>();
+  a->ref = std::move(ref);
+  a->holder = std::move(holder);
+  a->scope = scope;
+  a->started = started;
+  a->valid_until.store(ticks(started + options.ttl), std::memory_order_release);
+  a->last_ttl = options.ttl;
+  a->next_renew = started + options.ttl / 3;
+  auto h = std::make_shared<lease_state>();
+  h->engine = engine;
+  h->acq = a;
+  h->options = options;
+  h->started = started;
+  std::lock_guard lk(mu_);
+  a->id = next_id_++;
+  a->hold_list.push_back(h);
+  recompute(*a);
+  h->hold_count = a->holds;
+  live_[a->id] = a;
+  by_scope_[{a->ref.name, scope}] = a;
+  by_name_[a->ref.name] = a;
+  ++changes_;
+  return h;
+}
+
+std::optional<milliseconds> lease_book::held_elsewhere_here(const std::string& name, steady::time_point now) const {
+  std::lock_guard lk(mu_);
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) return std::nullopt;
+  const auto& a = *it->second;
+  const auto until = a.valid_until_time();
+  if (a.lost.load() || now >= until - loss_margin(a.last_ttl)) return std::nullopt;  // ask the database
+  return std::chrono::duration_cast<milliseconds>(until - now);
+}
+
+void lease_book::forget_locked(acquisition& a) {
+  live_.erase(a.id);
+  auto it = by_scope_.find({a.ref.name, a.scope});
+  if (it != by_scope_.end() && it->second.get() == &a) by_scope_.erase(it);
+  auto n = by_name_.find(a.ref.name);
+  if (n != by_name_.end() && n->second.get() == &a) by_name_.erase(n);
+}
+
+std::optional<release_request> lease_book::drop(lease_state& hold) {
+  if (hold.finished.exchange(true)) return std::nullopt;
+  auto& a = *hold.acq;
+  std::lock_guard lk(mu_);
+  recompute(a);
+  if (a.holds > 0 || a.released) return std::nullopt;
+  a.released = true;
+  forget_locked(a);
+  release_request r;
+  r.lease = a.ref;
+  r.min_hold = a.min_hold;
+  return r;
+}
+
+renew_batch lease_book::due(steady::time_point now) {
+  renew_batch batch;
+  std::lock_guard lk(mu_);
+  for (auto& [id, a] : live_) {
+    if (a->auto_renew_holds == 0 || a->next_renew > now + a->last_ttl / 6) continue;
+    if (skip_guarded_ && a->guards.load() > 0) continue;
+    auto ttl = a->renew_ttl;
+    if (a->hard_end != steady::time_point::max()) {
+      const auto left = std::chrono::duration_cast<milliseconds>(a->hard_end - now);
+      if (left.count() <= 0) continue;  // max_hold reached: expire() reports it
+      ttl = std::min(ttl, left);
+    }
+    const auto loss_at = a->valid_until_time() - loss_margin(a->last_ttl);
+    if (loss_at <= now) continue;  // too late to renew: expire() reports it
+    batch.items.push_back({a->ref, ttl});
+    batch.acquisitions.push_back(a);
+    batch.deadline = std::min(batch.deadline, loss_at);
+  }
+  return batch;
+}
+
+std::vector<lease_notice> lease_book::renewed(const renew_batch& batch, const std::vector<std::size_t>& matched,
+                                              steady::time_point t0, bool failed, const std::string& why) {
+  std::vector<bool> ok(batch.items.size(), false);
+  for (auto i : matched) {
+    if (i < ok.size()) ok[i] = true;
+  }
+  std::vector<lease_notice> notices;
+  const auto now = steady::now();
+  std::lock_guard lk(mu_);
+  for (std::size_t i = 0; i < batch.items.size(); ++i) {
+    auto& a = *batch.acquisitions[i];
+    if (a.lost.load() || a.released) continue;
+    const auto ttl = batch.items[i].ttl;
+    if (failed) {
+      a.next_renew = now + std::clamp(a.last_ttl / 10, milliseconds(5), milliseconds(1000));
+    } else if (ok[i]) {
+      const auto until = t0 + ttl;
+      if (until > a.valid_until_time()) {
+        a.valid_until.store(ticks(until), std::memory_order_release);
+        a.last_ttl = ttl;
+      }
+      a.next_renew = t0 + ttl / 3;
+      a.at_risk_reported = false;
+    } else {
+      auto n = lost_locked(a, "the owner check failed on renewal (expired and taken over, or released by force)");
+      notices.insert(notices.end(), n.begin(), n.end());
+    }
+  }
+  if (failed && log_) log_message(*log_, log_level::warning, "lease renewal failed, retrying: " + why);
+  return notices;
+}
+
+std::vector<lease_notice> lease_book::lost_locked(acquisition& a, const std::string& why) {
+  std::vector<lease_notice> notices;
+  if (a.lost.exchange(true)) return notices;
+  forget_locked(a);
+  if (log_) {
+    log_message(*log_, log_level::warning,
+                "lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") lost: " + why);
+  }
+  for (const auto& w : a.hold_list) {
+    auto h = w.lock();
+    if (h && !h->finished.load() && h->options.on_lost)
+      notices.push_back({h->options.on_lost, a.ref.name, a.ref.token});
+  }
+  return notices;
+}
+
+std::vector<lease_notice> lease_book::mark_lost(acquisition& a, const std::string& why) {
+  std::lock_guard lk(mu_);
+  return lost_locked(a, why);
+}
+
+std::vector<lease_notice> lease_book::expire(steady::time_point now) {
+  std::vector<lease_notice> notices;
+  std::lock_guard lk(mu_);
+  std::vector<std::shared_ptr<acquisition>> all;
+  all.reserve(live_.size());
+  for (auto& [id, a] : live_) all.push_back(a);
+  for (auto& a : all) {
+    const auto until = a->valid_until_time();
+    std::vector<lease_notice> n;
+    if (now >= a->hard_end) {
+      n = lost_locked(*a, "max_hold reached: the lease is no longer renewed");
+    } else if (now >= until - loss_margin(a->last_ttl)) {
+      n = lost_locked(*a, "not renewed in time: by this process's clock the lease may expire in the database now");
+    } else if (!a->at_risk_reported && now >= until - a->last_ttl / 3) {
+      a->at_risk_reported = true;
+      if (log_) {
+        log_message(*log_, log_level::warning,
+                    "lease '" + a->ref.name + "' (token " + std::to_string(a->ref.token) +
+                        ") at risk: less than a third of its TTL left and not renewed");
+      }
+      for (const auto& w : a->hold_list) {
+        auto h = w.lock();
+        if (h && !h->finished.load() && h->options.on_at_risk)
+          n.push_back({h->options.on_at_risk, a->ref.name, a->ref.token});
+      }
+    }
+    notices.insert(notices.end(), n.begin(), n.end());
+  }
+  return notices;
+}
+
+steady::time_point lease_book::next_renewal() const {
+  auto t = steady::time_point::max();
+  std::lock_guard lk(mu_);
+  for (const auto& [id, a] : live_) {
+    if (a->auto_renew_holds > 0) t = std::min(t, a->next_renew);
+  }
+  return t;
+}
+
+steady::time_point lease_book::next_deadline() const {
+  auto t = steady::time_point::max();
+  std::lock_guard lk(mu_);
+  for (const auto& [id, a] : live_) {
+    const auto until = a->valid_until_time();
+    t = std::min(t, a->hard_end);
+    t = std::min(t, until - loss_margin(a->last_ttl));
+    if (!a->at_risk_reported) t = std::min(t, until - a->last_ttl / 3);
+  }
+  return t;
+}
+
+std::pair<steady::time_point, steady::time_point> lease_book::times_of(const acquisition& a) const {
+  std::lock_guard lk(mu_);
+  const auto until = a.valid_until_time();
+  auto deadline = std::min(a.hard_end, until - loss_margin(a.last_ttl));
+  if (!a.at_risk_reported) deadline = std::min(deadline, until - a.last_ttl / 3);
+  return {a.auto_renew_holds > 0 ? a.next_renew : steady::time_point::max(), deadline};
+}
+
+int lease_book::holds_of(const std::string& owner) const {
+  std::lock_guard lk(mu_);
+  for (const auto& [id, a] : live_) {
+    if (a->ref.owner == owner) return a->holds;
+  }
+  return 0;
+}
+
+}  // namespace sqllock::detail

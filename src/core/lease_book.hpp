@@ -1,0 +1,159 @@
+// The lease book: what this client holds (acquisitions in the database) and the holds on them.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/backend.hpp"
+
+namespace sqllock::detail {
+
+class lease_engine;
+
+/// How long before the local expiry estimate a lease is reported lost: a twentieth of its TTL, at
+/// most 500 ms, so that scheduling delays on a loaded machine still report it in time.
+std::chrono::milliseconds loss_margin(std::chrono::milliseconds ttl) noexcept;
+
+/// One acquisition: a lock row that names this client's owner id. Identity fields never change;
+/// the rest is guarded by the lease_book's mutex, except the atomics.
+struct acquisition {
+  std::uint64_t id = 0;
+  lease_ref ref;       ///< name, owner (unique to this acquisition), token
+  std::string holder;  ///< the client's label
+  std::uint64_t scope = 0;
+  steady::time_point started;  ///< start of the acquire statement (this process's monotonic clock)
+
+  /// Start of the last successful acquire or renew + its TTL, in steady_clock ticks: until then
+  /// nobody else can take the lease over. Read without the lock by guards.
+  std::atomic<steady::rep> valid_until{0};
+  std::atomic<bool> lost{false};
+  /// Open transactions guarding this lease (transaction::require_lease). Where the guard's row lock
+  /// also holds renewals off (MySQL, SQLite), the watchdog leaves a guarded lease out of its batches
+  /// so that it does not wait on the row, and the batch with it.
+  std::atomic<int> guards{0};
+
+  // Guarded by lease_book::mu_:
+  std::chrono::milliseconds last_ttl{0};  ///< the TTL valid_until was computed with
+  steady::time_point next_renew;
+  bool at_risk_reported = false;
+  bool released = false;  ///< the last hold is gone
+  int holds = 0;          ///< live holds
+  int auto_renew_holds = 0;
+  std::chrono::milliseconds renew_ttl{0};                   ///< longest TTL among holds that renew (fixed per hold set)
+  std::chrono::milliseconds min_hold{0};                    ///< longest min_hold asked by any hold
+  steady::time_point hard_end = steady::time_point::max();  ///< earliest started + max_hold
+  std::vector<std::weak_ptr<struct lease_state>> hold_list;  ///< for on_lost / on_at_risk
+
+  steady::time_point valid_until_time() const noexcept {
+    return steady::time_point(steady::duration(valid_until.load(std::memory_order_acquire)));
+  }
+};
+
+/// One hold: what a lease_guard owns. Several holds may share one acquisition (re-entry).
+struct lease_state {
+  std::shared_ptr<lease_engine> engine;  ///< keeps the engine alive while the guard lives
+  std::shared_ptr<acquisition> acq;
+  lease_options options;
+  steady::time_point started;   ///< when this hold was taken (for max_hold)
+  std::int64_t hold_count = 1;  ///< holds of the acquisition right after this one was taken
+  std::atomic<bool> finished{false};
+};
+
+/// A callback to run once the book's lock is released.
+struct lease_notice {
+  std::function<void(const std::string&, std::int64_t)> callback;
+  std::string name;
+  std::int64_t token = 0;
+};
+void run_notices(std::vector<lease_notice>& notices) noexcept;
+
+/// Renewals due now: the items for backend::renew and the acquisitions they belong to.
+struct renew_batch {
+  std::vector<renew_item> items;
+  std::vector<std::shared_ptr<acquisition>> acquisitions;
+  steady::time_point deadline = steady::time_point::max();  ///< the earliest loss point among them
+};
+
+/// Every acquisition of the client and its holds, under one mutex that no other unit's lock is
+/// ever taken inside: methods return what to do (callbacks, statements) instead of doing it.
+class lease_book {
+ public:
+  /// A new hold on this scope's live acquisition of `name`, if there is one (re-entry: no
+  /// statement). `extend` is set when the new hold needs the lease longer than it is known to last
+  /// and will not be renewed (auto_renew off): the caller renews it once.
+  std::shared_ptr<lease_state> reenter(const std::string& name, std::uint64_t scope, const lease_options& options,
+                                       const std::shared_ptr<lease_engine>& engine, steady::time_point now,
+                                       bool& extend);
+
+  /// Another scope of this client (another thread, with holder_scope::per_thread) holds a live lease
+  /// of `name`: the database would refuse, so the caller answers "not acquired" without a
+  /// statement. Returns the time left by this process's clock.
+  std::optional<std::chrono::milliseconds> held_elsewhere_here(const std::string& name, steady::time_point now) const;
+
+  /// Record a new acquisition (the acquire statement started at `started`) and its first hold.
+  std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,
+                                   const lease_options& options, const std::shared_ptr<lease_engine>& engine);
+
+  /// Drop a hold. Returns the release to send when it was the acquisition's last hold (nullopt for
+  /// an inner hold: the lease stays). A hold is dropped at most once.
+  std::optional<release_request> drop(lease_state& hold);
+
+  /// Renewals due at `now` (each acquisition that renews and whose next renewal falls within the
+  /// next sixth of its TTL), batched. Acquisitions past max_hold are not renewed.
+  renew_batch due(steady::time_point now);
+  /// Outcome of a renewal batch that started at t0: matched items are valid until t0 + ttl, the
+  /// others are lost (their notices returned). `failed`: no answer (retry soon, until the deadline).
+  std::vector<lease_notice> renewed(const renew_batch& batch, const std::vector<std::size_t>& matched,
+                                    steady::time_point t0, bool failed, const std::string& why);
+
+  /// Report loss or risk at `now`: at-risk once less than a third of the TTL is left, lost at the
+  /// local expiry estimate minus loss_margin, or at max_hold. Returns the callbacks to run.
+  std::vector<lease_notice> expire(steady::time_point now);
+  /// Mark one acquisition lost (owner check failed, or its lease ran out).
+  std::vector<lease_notice> mark_lost(acquisition& a, const std::string& why);
+
+  /// When the watchdog should next look: the earliest due renewal (auto-renewing, live); due()
+  /// then batches every renewal due within the next sixth of its TTL with it.
+  steady::time_point next_renewal() const;
+  /// When the deadline thread should next look: the earliest at-risk or loss point.
+  steady::time_point next_deadline() const;
+
+  /// Counts additions (new acquisitions and holds): a thread that computed its next wake-up before
+  /// an addition looks again (see renewer::schedule).
+  std::uint64_t changes() const noexcept { return changes_.load(); }
+
+  /// When `a` next wants renewing (max: it does not) and its next risk or loss point.
+  std::pair<steady::time_point, steady::time_point> times_of(const acquisition& a) const;
+
+  /// Live holds of the acquisition whose owner id is `owner` (0 if it is not ours).
+  int holds_of(const std::string& owner) const;
+
+  /// Where loss reasons and the like are logged.
+  void set_log(const client_options* options) { log_ = options; }
+  /// Leave leases with an open guarded transaction out of renewal batches.
+  void set_skip_guarded(bool skip) { skip_guarded_ = skip; }
+
+ private:
+  std::vector<lease_notice> lost_locked(acquisition& a, const std::string& why);
+  void forget_locked(acquisition& a);
+
+  mutable std::mutex mu_;
+  std::map<std::uint64_t, std::shared_ptr<acquisition>> live_;  ///< not released, not lost
+  std::map<std::pair<std::string, std::uint64_t>, std::shared_ptr<acquisition>> by_scope_;
+  std::map<std::string, std::shared_ptr<acquisition>> by_name_;  ///< a client holds a name at most once
+  std::uint64_t next_id_ = 1;
+  std::atomic<std::uint64_t> changes_{0};
+  const client_options* log_ = nullptr;
+  bool skip_guarded_ = false;
+};
+
+}  // namespace sqllock::detail

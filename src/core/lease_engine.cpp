@@ -1,0 +1,345 @@
+// The lease engine: acquire with re-entry and FIFO waiting, release, renew, inspect, force release.
+#include "core/lease_engine.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+namespace sqllock::detail {
+
+using std::chrono::milliseconds;
+
+namespace {
+
+/// "Forever": ten years, so that deadline arithmetic in the waits never overflows.
+constexpr auto forever = std::chrono::hours(24 * 3650);
+/// A bounded wait returns within its bound plus this (the last statement's answer).
+constexpr milliseconds wait_grace{250};
+
+std::string random_hex(int bytes) {
+  static const char digits[] = "0123456789abcdef";
+  std::random_device rd;
+  std::string out;
+  for (int i = 0; i < bytes; i += 4) {
+    std::uint32_t r = rd();
+    for (int k = 0; k < 4 && i + k < bytes; ++k, r >>= 8) {
+      out += digits[(r >> 4) & 15];
+      out += digits[r & 15];
+    }
+  }
+  return out;
+}
+
+std::string default_label() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "host");
+  return std::string(host) + ":" + std::to_string(static_cast<long>(getpid())) + ":" + random_hex(8);
+}
+
+// A small per-process number for the calling thread, stable for its lifetime (never 0).
+std::uint64_t thread_number() {
+  static std::atomic<std::uint64_t> next{1};
+  thread_local std::uint64_t mine = next.fetch_add(1);
+  return mine;
+}
+
+std::string format_ms(milliseconds ms) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms.count()) / 1000.0);
+  return buf;
+}
+
+/// When an acquire statement must have answered: before the lease it asks for would already be
+/// reported lost, within io_timeout, and (for a bounded wait) shortly after the wait's deadline.
+steady::time_point statement_deadline(steady::time_point t0, milliseconds ttl, bool bounded,
+                                      steady::time_point wait_deadline) {
+  const auto usable = ttl - loss_margin(ttl);
+  auto d = t0 + std::min(usable.count() > 0 ? usable : ttl, io_timeout);
+  if (bounded) d = std::min(d, std::max(wait_deadline, t0) + wait_grace);
+  return d;
+}
+
+}  // namespace
+
+lease_engine::lease_engine(std::unique_ptr<backend> db, const client_options& options)
+    : db_(std::move(db)),
+      options_(options),
+      label_(options.holder_id.empty() ? default_label() : options.holder_id),
+      nonce_(random_hex(16)),
+      watches_(*db_, options_),
+      renewer_(std::make_unique<renewer>(book_, *db_, outbox_, queues_, options_)) {
+  book_.set_log(&options_);
+  book_.set_skip_guarded(!db_->renewals_pass_guards());
+  outbox_.set_log(&options_);
+  db_->set_wake_sink(this);
+}
+
+lease_engine::~lease_engine() {
+  renewer_.reset();
+  // A last, short try for releases whose answer was lost; the rest expire by their TTL.
+  const auto until = steady::now() + milliseconds(1000);
+  while (!outbox_.empty() && steady::now() < until) {
+    outbox_.flush(*db_, lane::caller, steady::now());
+    if (outbox_.empty() || steady::now() >= until) break;
+    std::this_thread::sleep_for(milliseconds(50));
+  }
+  db_->set_wake_sink(nullptr);
+  db_.reset();
+}
+
+std::string lease_engine::next_owner() { return nonce_ + "." + std::to_string(++owner_seq_); }
+
+void lease_engine::wake(const std::string& name) noexcept { queues_.wake(name); }
+
+std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, const lease_options& options,
+                                                   std::optional<milliseconds> timeout, std::stop_token stop,
+                                                   bool throw_on_timeout) {
+  validate_lock_name(name_view);
+  validate_ttl(options.ttl);
+  if (options.max_hold.count() < 0 || options.min_hold.count() < 0) {
+    throw invalid_argument("lease_options: max_hold and min_hold must not be negative");
+  }
+  if (timeout && timeout->count() < 0) throw invalid_argument("acquire: negative timeout");
+  const std::string name(name_view);
+  if (stop.stop_requested()) throw cancelled("acquire of lock '" + name + "' cancelled before it started");
+  const auto start = steady::now();
+  const bool bounded = timeout.has_value() && timeout->count() > 0;
+  const auto deadline = start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
+  const std::uint64_t scope = options_.scope == holder_scope::per_thread ? thread_number() : 0;
+  auto self = shared_from_this();
+
+  // Re-entry: this scope already holds a live lease of the name. No statement, no queue.
+  bool extend = false;
+  if (auto h = book_.reenter(name, scope, options, self, start, extend)) {
+    if (extend) {
+      try {
+        renew_now(*h->acq, options.ttl, "lease_acquire");
+      } catch (...) {
+        book_.drop(*h);
+        throw;
+      }
+    }
+    const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
+    renewer_->schedule(renew_at, deadline_at);
+    return h;
+  }
+
+  const std::string owner = next_owner();
+  acquire_outcome last;
+  std::exception_ptr last_error;
+  steady::time_point last_error_at{};
+  bool unknown = false;  // an attempt got no answer: it may have acquired the lease
+  steady::time_point unknown_at{};
+  bool done = false;
+
+  // However this call ends without a lease, a lease an unanswered attempt may have taken is freed
+  // (by owner id: it cannot touch anything else).
+  struct abandon_guard {
+    lease_engine& e;
+    const std::string& name;
+    const std::string& owner;
+    const lease_options& options;
+    bool& unknown;
+    steady::time_point& unknown_at;
+    bool& done;
+    ~abandon_guard() {
+      if (done || !unknown) return;
+      try {
+        e.outbox_.add({{name, owner, 0}, milliseconds(0), {}}, unknown_at + options.ttl + milliseconds(1000));
+        e.renewer_->poke();
+      } catch (...) {
+      }
+    }
+  } abandon{*this, name, owner, options, unknown, unknown_at, done};
+
+  const bool waits = !timeout || timeout->count() > 0;
+  auto attempt = [&]() -> std::shared_ptr<lease_state> {
+    if (auto left = waits ? book_.held_elsewhere_here(name, steady::now()) : std::nullopt) {
+      // A waiter whose own client (another thread) holds the name: the database would say no, and
+      // the release will wake it locally, so it polls nothing. (A single try still asks the
+      // database: its round trip is what paces a caller that loops on try_acquire.)
+      last = {};
+      last.holder = label_;
+      last.time_left = *left;
+      last_error = nullptr;
+      return nullptr;
+    }
+    if (outbox_.has(name)) {
+      for (const auto& n : outbox_.flush(*db_, lane::caller, steady::now(), name)) queues_.wake(n);
+    }
+    const auto t0 = steady::now();
+    acquire_request req{name, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
+    try {
+      last = db_->acquire(req);
+    } catch (const connection_lost&) {
+      unknown = true;
+      unknown_at = t0;
+      last = {};
+      throw;
+    }
+    last_error = nullptr;
+    if (!last.acquired) return nullptr;
+    auto h = book_.add({name, owner, last.token}, label_, scope, t0, options, self);
+    done = true;
+    const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
+    renewer_->schedule(renew_at, deadline_at);
+    if (options_.log) {
+      log_message(options_, log_level::debug,
+                  "acquired '" + name + "' (token " + std::to_string(last.token) + ") after " +
+                      format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
+    }
+    return h;
+  };
+  auto give_up = [&]() -> std::shared_ptr<lease_state> {
+    // A try cut short by this call's own deadline (a row lock held by a guarded transaction, a
+    // slow server) is "not acquired in time"; a connection lost before it is an error.
+    if (last_error && last_error_at < deadline) std::rethrow_exception(last_error);
+    if (!throw_on_timeout) return nullptr;
+    std::string msg = "lock '" + name + "' not acquired within " + format_ms(timeout.value_or(milliseconds(0)));
+    if (!last.holder.empty()) {
+      msg += ": held by " + last.holder + ", " + format_ms(last.time_left) + " left on its lease";
+    }
+    throw acquire_timeout(msg, name, last.holder, last.time_left);
+  };
+  // One try; a waiting acquire rides out a lost connection (the backend reconnects) until its
+  // deadline, a single try reports it.
+  auto try_once = [&]() -> std::shared_ptr<lease_state> {
+    try {
+      return attempt();
+    } catch (const connection_lost& e) {
+      if (!waits) throw;
+      last_error = std::current_exception();
+      last_error_at = steady::now();
+      log_message(options_, log_level::info, std::string("acquire of '") + name + "' will be retried: " + e.what());
+      return nullptr;
+    }
+  };
+
+  if (!queues_.has_waiters(name) || !waits) {
+    if (auto h = try_once()) return h;
+    if (!waits || steady::now() >= deadline) return give_up();
+  }
+
+  wait_queues::ticket ticket(queues_, name);
+  const bool events = watches_.add(name);
+  struct unwatch_guard {
+    watch_registry& w;
+    const std::string& name;
+    ~unwatch_guard() { w.remove(name); }
+  } unwatch{watches_, name};
+
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  backoff_state backoff;
+  for (;;) {
+    if (!ticket.wait_until_head(stop, deadline)) return give_up();
+    const auto events_before = ticket.events();
+    if (auto h = try_once()) return h;
+    if (steady::now() >= deadline) return give_up();
+    const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
+    const auto pause = next_poll_delay(backoff, holder_known, last.time_left, events && !last_error, options_.poll_min,
+                                       options_.poll_max, uniform(rng));
+    ticket.sleep(stop, std::min(deadline, steady::now() + pause), events_before);
+    if (ticket.events() != events_before) backoff.polls = 0;  // something was released: start over
+  }
+}
+
+void lease_engine::release(lease_state& hold) {
+  auto request = book_.drop(hold);
+  if (!request) return;  // finished already, or an inner hold: the lease stays
+  auto& a = *hold.acq;
+  request->deadline = steady::now() + io_timeout;
+  bool released = false;
+  try {
+    released = db_->release(*request, lane::caller);
+  } catch (const connection_lost&) {
+    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
+    renewer_->poke();
+    throw;
+  } catch (const lock_not_available&) {
+    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
+    renewer_->poke();
+    throw;
+  }
+  if (released) {
+    queues_.wake(a.ref.name);
+    if (options_.log) {
+      log_message(options_, log_level::debug,
+                  "released '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") after " +
+                      format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - a.started)));
+    }
+    return;
+  }
+  const bool was_lost = a.lost.load();
+  auto notices = book_.mark_lost(a, "the owner check failed on release");
+  run_notices(notices);
+  throw lease_lost("lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") was " +
+                       (was_lost ? "lost earlier" : "lost") + ": expired and taken over, or force-released",
+                   std::string(db_->kind()), "", "lease_release");
+}
+
+void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* statement) {
+  auto fail_lost = [&](const std::string& why) {
+    auto notices = book_.mark_lost(a, why);
+    run_notices(notices);
+    throw lease_lost("lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") " + why,
+                     std::string(db_->kind()), "", statement);
+  };
+  if (a.lost.load()) fail_lost("was lost earlier");
+  renew_batch batch;
+  batch.items.push_back({a.ref, ttl});
+  std::shared_ptr<acquisition> keep(std::shared_ptr<acquisition>{}, &a);  // non-owning alias
+  batch.acquisitions.push_back(keep);
+  for (int attempt = 0;; ++attempt) {
+    const auto loss_at = a.valid_until_time() - loss_margin(a.last_ttl);
+    const auto t0 = steady::now();
+    if (t0 >= loss_at) fail_lost("ran out before it could be renewed");
+    try {
+      auto matched = db_->renew(batch.items, loss_at);
+      if (matched.empty()) fail_lost("was lost: the owner check failed on renew");
+      auto notices = book_.renewed(batch, matched, t0, false, "");
+      run_notices(notices);
+      return;
+    } catch (const connection_lost& e) {
+      // Renewal is idempotent, so one more try on the connection the backend re-opens is safe.
+      if (attempt == 0 && steady::now() < loss_at) continue;
+      if (steady::now() >= a.valid_until_time() - loss_margin(a.last_ttl)) {
+        fail_lost(std::string("ran out before it could be renewed: ") + e.what());
+      }
+      throw;
+    }
+  }
+}
+
+void lease_engine::renew(lease_state& hold) {
+  if (hold.finished.load()) throw invalid_argument("renew: the lease was already released");
+  renew_now(*hold.acq, hold.options.ttl, "lease_renew");
+}
+
+std::optional<lock_info> lease_engine::inspect(const std::string& name) {
+  validate_lock_name(name);
+  auto info = db_->inspect(name);
+  if (info) {
+    if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
+  }
+  return info;
+}
+
+std::vector<lock_info> lease_engine::list_locks() {
+  auto locks = db_->list_locks();
+  for (auto& l : locks) {
+    if (const int holds = book_.holds_of(l.owner); holds > 0) l.hold_count = holds;
+  }
+  return locks;
+}
+
+bool lease_engine::force_release(const std::string& name) {
+  validate_lock_name(name);
+  const bool released = db_->force_release(name);
+  queues_.wake(name);
+  return released;
+}
+
+}  // namespace sqllock::detail

@@ -1,0 +1,75 @@
+// The lease engine behind sqllock::client: acquire (re-entry, FIFO waiting), release, renew, and the
+// units that own the state (lease book, wait queues, release outbox, renewer).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "core/lease_book.hpp"
+#include "core/release_outbox.hpp"
+#include "core/renewer.hpp"
+#include "core/wait_queue.hpp"
+
+namespace sqllock::detail {
+
+/// One per client; shared with every lease guard (a guard may outlive its client). The units each
+/// own their synchronization; the engine holds no lock of its own and never calls a unit while
+/// another unit's lock is held, so there is no lock order to remember.
+class lease_engine final : public wake_sink, public std::enable_shared_from_this<lease_engine> {
+ public:
+  lease_engine(std::unique_ptr<backend> db, const client_options& options);
+  ~lease_engine() override;
+  lease_engine(const lease_engine&) = delete;
+  lease_engine& operator=(const lease_engine&) = delete;
+
+  backend& db() noexcept { return *db_; }
+  const client_options& options() const noexcept { return options_; }
+  /// The client's label (client_options::holder_id, or "host:pid:random").
+  const std::string& label() const noexcept { return label_; }
+
+  /// Acquire `name`: re-enter this scope's live lease without a statement, else try the database
+  /// once (timeout 0), up to `timeout`, or without bound (nullopt), queueing FIFO behind this
+  /// client's other waiters. Returns nullptr when not acquired and !throw_on_timeout.
+  std::shared_ptr<lease_state> acquire(std::string_view name, const lease_options& options,
+                                       std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
+                                       bool throw_on_timeout);
+  /// Drop a hold; the last hold of an acquisition releases it in the database. A no-op when the
+  /// hold is already finished. Throws lease_lost when the owner check fails.
+  void release(lease_state& hold);
+  /// Renew now (explicit lease_guard::renew()).
+  void renew(lease_state& hold);
+
+  std::optional<lock_info> inspect(const std::string& name);
+  std::vector<lock_info> list_locks();
+  bool force_release(const std::string& name);
+
+  /// A guarded transaction ended: renewals that were held off may be due.
+  void guard_ended() { renewer_->poke(); }
+
+  /// From the backend: `name` may have been released elsewhere.
+  void wake(const std::string& name) noexcept override;
+
+ private:
+  std::string next_owner();
+  /// Renew one acquisition once on behalf of a caller; throws lease_lost / connection_lost.
+  void renew_now(acquisition& a, std::chrono::milliseconds ttl, const char* statement);
+
+  std::unique_ptr<backend> db_;
+  client_options options_;
+  std::string label_;
+  std::string nonce_;
+  std::atomic<std::uint64_t> owner_seq_{0};
+
+  lease_book book_;
+  release_outbox outbox_;
+  wait_queues queues_;
+  watch_registry watches_;
+  std::unique_ptr<renewer> renewer_;  // last: its threads use the units above
+};
+
+}  // namespace sqllock::detail

@@ -1,0 +1,88 @@
+// The release outbox: idempotent re-sends of releases (and abandoned acquires) whose answer was lost.
+#include "core/release_outbox.hpp"
+
+#include <algorithm>
+
+namespace sqllock::detail {
+
+using std::chrono::milliseconds;
+
+void release_outbox::add(release_request request, steady::time_point give_up_at) {
+  std::lock_guard lk(mu_);
+  pending_.push_back({std::move(request), give_up_at, steady::now(), 0});
+}
+
+std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::time_point now,
+                                               const std::optional<std::string>& name) noexcept {
+  std::vector<std::string> freed;
+  std::vector<entry> batch;
+  try {
+    {
+      std::lock_guard lk(mu_);
+      auto keep = std::partition(pending_.begin(), pending_.end(), [&](const entry& e) {
+        // A caller about to acquire this very name re-sends now, whatever the back-off says: it
+        // makes a round trip anyway, and the lease is free the moment the server is reachable.
+        const bool take = e.give_up_at <= now || (name ? e.request.lease.name == *name : e.next_try <= now);
+        return !take;
+      });
+      batch.assign(std::make_move_iterator(keep), std::make_move_iterator(pending_.end()));
+      pending_.erase(keep, pending_.end());
+    }
+    std::vector<entry> retry;
+    for (auto& e : batch) {
+      if (e.give_up_at <= now) continue;  // the lease has expired by now: nothing left to free
+      auto request = e.request;
+      request.deadline = std::min(now + io_timeout, e.give_up_at);
+      try {
+        if (db.release(request, on)) {
+          freed.push_back(e.request.lease.name);
+          if (log_) {
+            log_message(
+                *log_, log_level::info,
+                "lock '" + e.request.lease.name + "': a release whose answer was lost was sent again and applied");
+          }
+        }
+      } catch (const connection_lost&) {
+        e.next_try = steady::now() + std::min(milliseconds(250LL << std::min(e.tries, 4)), milliseconds(2000));
+        ++e.tries;
+        retry.push_back(std::move(e));
+      } catch (const lock_not_available&) {
+        e.next_try = steady::now() + milliseconds(50);
+        ++e.tries;
+        retry.push_back(std::move(e));
+      } catch (const std::exception& ex) {
+        if (log_) {
+          log_message(
+              *log_, log_level::warning,
+              "lock '" + e.request.lease.name + "': dropping a release that could not be sent again: " + ex.what());
+        }
+      }
+    }
+    if (!retry.empty()) {
+      std::lock_guard lk(mu_);
+      for (auto& e : retry) pending_.push_back(std::move(e));
+    }
+  } catch (...) {
+    // Out of memory: the leases expire by their TTL.
+  }
+  return freed;
+}
+
+steady::time_point release_outbox::next_due() const {
+  std::lock_guard lk(mu_);
+  auto t = steady::time_point::max();
+  for (const auto& e : pending_) t = std::min({t, e.next_try, e.give_up_at});
+  return t;
+}
+
+bool release_outbox::empty() const {
+  std::lock_guard lk(mu_);
+  return pending_.empty();
+}
+
+bool release_outbox::has(const std::string& name) const {
+  std::lock_guard lk(mu_);
+  return std::any_of(pending_.begin(), pending_.end(), [&](const entry& e) { return e.request.lease.name == name; });
+}
+
+}  // namespace sqllock::detail

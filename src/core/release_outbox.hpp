@@ -1,0 +1,51 @@
+// The release outbox: releases whose outcome is unknown (the answer was lost), sent again until the
+// database answers or the lease has certainly expired.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/backend.hpp"
+
+namespace sqllock::detail {
+
+/// Pending releases. Each one names one acquisition by its unique owner id, so sending it twice, or
+/// after the name was acquired again by anyone (this client included), can never free anything but
+/// the acquisition it was meant for: the re-send is idempotent and needs no ordering. Owns its mutex
+/// and never calls another unit while holding it; the I/O happens outside it.
+class release_outbox {
+ public:
+  /// Queue a release; it is dropped once sent with an answer, or at `give_up_at` (by then the lease
+  /// has expired in the database anyway).
+  void add(release_request request, steady::time_point give_up_at);
+
+  /// Send the releases whose back-off is over, or, given `name`, every pending release of that
+  /// name at once (its caller is about to acquire it), on `lane`; keeps those that got no answer
+  /// for a later try. Never throws. Returns the names whose lease this freed.
+  std::vector<std::string> flush(backend& db, lane on, steady::time_point now,
+                                 const std::optional<std::string>& name = std::nullopt) noexcept;
+
+  /// When the next pending release is due (max when none).
+  steady::time_point next_due() const;
+  bool empty() const;
+  /// True when a release of `name` is pending (the caller may flush it before acquiring).
+  bool has(const std::string& name) const;
+
+  void set_log(const client_options* options) { log_ = options; }
+
+ private:
+  struct entry {
+    release_request request;
+    steady::time_point give_up_at;
+    steady::time_point next_try;
+    int tries = 0;
+  };
+  mutable std::mutex mu_;
+  std::vector<entry> pending_;
+  const client_options* log_ = nullptr;
+};
+
+}  // namespace sqllock::detail

@@ -1,0 +1,117 @@
+// FIFO wait queues per lock name, wake-up events, the back-off function and the watch registry.
+#include "core/wait_queue.hpp"
+
+#include <algorithm>
+
+namespace sqllock::detail {
+
+using std::chrono::milliseconds;
+
+milliseconds next_poll_delay(backoff_state& state, bool holder_known, milliseconds time_left, bool events,
+                             milliseconds poll_min, milliseconds poll_max, double uniform01) {
+  state.unknown = holder_known ? 0 : state.unknown + 1;
+  milliseconds base;
+  if (holder_known && events) {
+    base = poll_max;
+  } else {
+    const int doublings = holder_known ? std::min(state.polls, 20) : std::min(state.unknown - 1, 2);
+    base = std::min(poll_max, milliseconds(poll_min.count() << doublings));
+  }
+  const auto lo = base.count() / 2;
+  auto pause = milliseconds(lo + static_cast<std::int64_t>(uniform01 * static_cast<double>(base.count() - lo + 1)));
+  pause = std::min(pause, base);
+  if (holder_known) {
+    pause = std::min(pause, time_left + milliseconds(1));
+    ++state.polls;
+  }
+  return std::max(pause, milliseconds(0));
+}
+
+struct wait_queues::queue {
+  std::deque<std::uint64_t> tickets;  // FIFO; the front one tries the database
+  std::uint64_t events = 0;           // bumped by every local release / backend wake
+  std::condition_variable_any cv;
+};
+
+wait_queues::ticket::ticket(wait_queues& owner, std::string name) : owner_(owner), name_(std::move(name)) {
+  std::lock_guard lk(owner_.mu_);
+  auto& q = owner_.queues_[name_];
+  if (!q) q = std::make_shared<queue>();
+  q_ = q;
+  id_ = owner_.next_id_++;
+  q_->tickets.push_back(id_);
+}
+
+wait_queues::ticket::~ticket() {
+  std::lock_guard lk(owner_.mu_);
+  auto it = std::find(q_->tickets.begin(), q_->tickets.end(), id_);
+  if (it != q_->tickets.end()) q_->tickets.erase(it);
+  q_->cv.notify_all();  // the next one may now be head
+  if (q_->tickets.empty()) {
+    auto qi = owner_.queues_.find(name_);
+    if (qi != owner_.queues_.end() && qi->second == q_) owner_.queues_.erase(qi);
+  }
+}
+
+bool wait_queues::ticket::wait_until_head(std::stop_token stop, steady::time_point deadline) {
+  std::unique_lock lk(owner_.mu_);
+  const bool head = q_->cv.wait_until(lk, stop, deadline, [&] { return q_->tickets.front() == id_; });
+  if (stop.stop_requested()) throw cancelled("acquire of lock '" + name_ + "' cancelled");
+  return head;
+}
+
+std::uint64_t wait_queues::ticket::events() const {
+  std::lock_guard lk(owner_.mu_);
+  return q_->events;
+}
+
+void wait_queues::ticket::sleep(std::stop_token stop, steady::time_point until, std::uint64_t events_before) {
+  std::unique_lock lk(owner_.mu_);
+  q_->cv.wait_until(lk, stop, until, [&] { return q_->events != events_before; });
+  if (stop.stop_requested()) throw cancelled("acquire of lock '" + name_ + "' cancelled");
+}
+
+bool wait_queues::has_waiters(const std::string& name) const {
+  std::lock_guard lk(mu_);
+  auto it = queues_.find(name);
+  return it != queues_.end() && !it->second->tickets.empty();
+}
+
+void wait_queues::wake(const std::string& name) noexcept {
+  std::lock_guard lk(mu_);
+  auto it = queues_.find(name);
+  if (it == queues_.end()) return;
+  ++it->second->events;
+  it->second->cv.notify_all();
+}
+
+bool watch_registry::add(const std::string& name) {
+  if (!options_.notifications) return false;
+  std::lock_guard lk(mu_);
+  auto& e = names_[name];
+  if (e.waiters++ == 0) {
+    try {
+      e.events = db_.watch(name);
+    } catch (const std::exception& ex) {
+      e.events = false;
+      log_message(options_, log_level::warning,
+                  std::string("could not watch lock for wake-ups (polling only): ") + ex.what());
+    }
+  }
+  return e.events;
+}
+
+void watch_registry::remove(const std::string& name) {
+  if (!options_.notifications) return;
+  std::lock_guard lk(mu_);
+  auto it = names_.find(name);
+  if (it == names_.end() || --it->second.waiters > 0) return;
+  names_.erase(it);
+  try {
+    db_.unwatch(name);
+  } catch (const std::exception& ex) {
+    log_message(options_, log_level::warning, std::string("could not stop watching lock: ") + ex.what());
+  }
+}
+
+}  // namespace sqllock::detail

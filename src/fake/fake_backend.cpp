@@ -1,0 +1,208 @@
+// The fake backend: the lock table's rules of sql/*/lease_*.sql, in memory.
+#include "fake/fake_backend.hpp"
+
+#include <algorithm>
+#include <thread>
+
+namespace sqllock::detail {
+
+using std::chrono::milliseconds;
+
+namespace {
+milliseconds ms_between(steady::time_point a, steady::time_point b) {
+  return std::chrono::duration_cast<milliseconds>(b - a);
+}
+}  // namespace
+
+void fake_backend::lose_answers(fake_op op, int n) {
+  std::lock_guard lk(mu_);
+  lose_[op] += n;
+}
+void fake_backend::fail(fake_op op, int n) {
+  std::lock_guard lk(mu_);
+  fail_[op] += n;
+}
+void fake_backend::hang(fake_op op, int n) {
+  std::lock_guard lk(mu_);
+  hang_[op] += n;
+}
+void fake_backend::delay(fake_op op, milliseconds d) {
+  std::lock_guard lk(mu_);
+  delay_[op] = d;
+}
+int fake_backend::count(fake_op op) const {
+  std::lock_guard lk(mu_);
+  auto it = counts_.find(op);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+fake_backend::fault fake_backend::before(fake_op op, steady::time_point deadline) {
+  count_statement();
+  milliseconds d{0};
+  fault f = fault::none;
+  {
+    std::lock_guard lk(mu_);
+    ++counts_[op];
+    ++counts_[fake_op::any];
+    for (auto key : {op, fake_op::any}) {
+      if (auto it = delay_.find(key); it != delay_.end()) d = std::max(d, it->second);
+      if (f == fault::none && hang_[key] > 0) {
+        --hang_[key];
+        f = fault::hang;
+      } else if (f == fault::none && fail_[key] > 0) {
+        --fail_[key];
+        f = fault::fail;
+      } else if (f == fault::none && lose_[key] > 0) {
+        --lose_[key];
+        f = fault::lose;
+      }
+    }
+  }
+  if (f == fault::hang) {
+    std::this_thread::sleep_until(deadline);
+    return f;
+  }
+  if (d.count() > 0) {
+    std::this_thread::sleep_until(std::min(deadline, steady::now() + d));
+    if (steady::now() >= deadline) return fault::hang;
+  }
+  return f;
+}
+
+void fake_backend::no_answer(const char* statement) {
+  throw connection_lost(std::string("fake ") + statement + ": no answer", "fake", "", statement);
+}
+
+int fake_backend::schema_version() {
+  std::lock_guard lk(db_->mu);
+  return db_->schema_version;
+}
+
+int fake_backend::migrate() {
+  std::lock_guard lk(db_->mu);
+  db_->schema_version = required_schema_version;
+  return db_->schema_version;
+}
+
+acquire_outcome fake_backend::acquire(const acquire_request& req) {
+  const auto f = before(fake_op::acquire, req.deadline);
+  if (f == fault::fail || f == fault::hang) no_answer("lease_acquire");
+  acquire_outcome out;
+  {
+    std::lock_guard lk(db_->mu);
+    const auto now = steady::now();
+    auto [it, fresh] = db_->rows.try_emplace(req.name);
+    auto& r = it->second;
+    const bool free = r.holder.empty() || r.expires_at <= now;
+    const bool same = !r.holder.empty() && r.owner == req.owner && r.expires_at > now;
+    if (fresh || free || same) {
+      if (!same) {
+        r.token = fresh ? 1 : r.token + 1;
+        r.acquired_at = now;
+        r.expires_at = now + req.ttl;
+      } else {
+        r.expires_at = std::max(r.expires_at, now + req.ttl);
+      }
+      r.holder = req.holder;
+      r.owner = req.owner;
+      out.acquired = true;
+      out.token = r.token;
+    } else {
+      out.holder = r.holder;
+      out.time_left = std::max(milliseconds(0), ms_between(now, r.expires_at));
+    }
+  }
+  if (f == fault::lose) no_answer("lease_acquire");
+  return out;
+}
+
+std::vector<std::size_t> fake_backend::renew(std::span<const renew_item> items, steady::time_point deadline) {
+  const auto f = before(fake_op::renew, deadline);
+  if (f == fault::fail || f == fault::hang) no_answer("lease_renew");
+  std::vector<std::size_t> matched;
+  {
+    std::lock_guard lk(db_->mu);
+    const auto now = steady::now();
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      auto it = db_->rows.find(items[i].lease.name);
+      if (it == db_->rows.end()) continue;
+      auto& r = it->second;
+      if (r.holder.empty() || r.owner != items[i].lease.owner || r.token != items[i].lease.token || r.expires_at <= now)
+        continue;
+      r.expires_at = std::max(r.expires_at, now + items[i].ttl);
+      matched.push_back(i);
+    }
+  }
+  if (f == fault::lose) no_answer("lease_renew");
+  return matched;
+}
+
+release_outcome fake_backend::release(const release_request& req, lane) {
+  const auto f = before(fake_op::release, req.deadline);
+  if (f == fault::fail || f == fault::hang) no_answer("lease_release");
+  bool released = false;
+  {
+    std::lock_guard lk(db_->mu);
+    const auto now = steady::now();
+    auto it = db_->rows.find(req.lease.name);
+    if (it != db_->rows.end()) {
+      auto& r = it->second;
+      if (!r.holder.empty() && r.owner == req.lease.owner && (req.lease.token == 0 || r.token == req.lease.token)) {
+        released = true;
+        if (r.acquired_at + req.min_hold > now) {
+          r.expires_at = r.acquired_at + req.min_hold;
+        } else {
+          r.holder.clear();
+          r.owner.clear();
+          r.expires_at = now;
+        }
+      }
+    }
+  }
+  if (f == fault::lose) no_answer("lease_release");
+  return released;
+}
+
+bool fake_backend::force_release(const std::string& name) {
+  std::lock_guard lk(db_->mu);
+  auto it = db_->rows.find(name);
+  if (it == db_->rows.end() || it->second.holder.empty()) return false;
+  it->second.holder.clear();
+  it->second.owner.clear();
+  it->second.expires_at = steady::now();
+  return true;
+}
+
+lock_info fake_backend::info(const std::string& name, const fake_database::row& r) const {
+  lock_info i;
+  i.name = name;
+  i.holder = r.holder;
+  i.owner = r.owner;
+  i.fencing_token = r.token;
+  i.hold_count = 1;
+  i.time_left = ms_between(steady::now(), r.expires_at);
+  return i;
+}
+
+std::optional<lock_info> fake_backend::inspect(const std::string& name) {
+  std::lock_guard lk(db_->mu);
+  auto it = db_->rows.find(name);
+  if (it == db_->rows.end() || it->second.holder.empty()) return std::nullopt;
+  return info(name, it->second);
+}
+
+std::vector<lock_info> fake_backend::list_locks() {
+  std::lock_guard lk(db_->mu);
+  std::vector<lock_info> out;
+  const auto now = steady::now();
+  for (const auto& [name, r] : db_->rows) {
+    if (!r.holder.empty() && r.expires_at > now) out.push_back(info(name, r));
+  }
+  return out;
+}
+
+std::unique_ptr<session> fake_backend::begin(const transaction_options&) {
+  throw invalid_argument("the fake backend has no transactions");
+}
+
+}  // namespace sqllock::detail

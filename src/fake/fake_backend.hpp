@@ -1,0 +1,74 @@
+// An in-memory backend implementing the whole seam, with switches for lost answers, delays and
+// failures: the engine's unit tests run against it, and it shows a new backend's author what to do.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "core/backend.hpp"
+
+namespace sqllock::detail {
+
+/// The lock table of a fake database, shared by every fake_backend made with it (several clients
+/// of one "server"). Its clock is steady_clock (the database clock of the fake).
+struct fake_database {
+  struct row {
+    std::string holder;  ///< "" when free
+    std::string owner;
+    std::int64_t token = 0;
+    steady::time_point acquired_at;
+    steady::time_point expires_at;
+  };
+  std::mutex mu;
+  std::map<std::string, row> rows;
+  int schema_version = 2;
+};
+
+/// Which statements a switch applies to.
+enum class fake_op { acquire, renew, release, any };
+
+/// The seam in memory. Switches (thread-safe):
+/// - lose_answers(op, n): the next n statements of op are applied, then throw connection_lost;
+/// - fail(op, n): the next n statements of op are not applied and throw connection_lost;
+/// - hang(op, n): the next n statements of op block until their deadline, are not applied, and
+///   throw connection_lost (a partition);
+/// - delay(op, d): every statement of op takes d before it is applied (bounded by its deadline).
+/// Counters: statements of each op.
+class fake_backend final : public backend {
+ public:
+  explicit fake_backend(std::shared_ptr<fake_database> db) : db_(std::move(db)) {}
+
+  void lose_answers(fake_op op, int n);
+  void fail(fake_op op, int n);
+  void hang(fake_op op, int n);
+  void delay(fake_op op, std::chrono::milliseconds d);
+  int count(fake_op op) const;
+
+  sqllock::dialect dialect() const noexcept override { return sqllock::dialect::sqlite; }
+  int schema_version() override;
+  int migrate() override;
+  acquire_outcome acquire(const acquire_request& request) override;
+  std::vector<std::size_t> renew(std::span<const renew_item> items, steady::time_point deadline) override;
+  release_outcome release(const release_request& request, lane on) override;
+  bool force_release(const std::string& name) override;
+  std::optional<lock_info> inspect(const std::string& name) override;
+  std::vector<lock_info> list_locks() override;
+  std::unique_ptr<session> begin(const transaction_options& options) override;
+
+ private:
+  enum class fault { none, lose, fail, hang };
+  /// Counts the statement, applies delay, and says which fault (if any) this one gets.
+  fault before(fake_op op, steady::time_point deadline);
+  [[noreturn]] void no_answer(const char* statement);
+  lock_info info(const std::string& name, const fake_database::row& r) const;
+
+  std::shared_ptr<fake_database> db_;
+  mutable std::mutex mu_;  // the switches and counters
+  std::map<fake_op, int> lose_, fail_, hang_, counts_;
+  std::map<fake_op, std::chrono::milliseconds> delay_;
+};
+
+}  // namespace sqllock::detail

@@ -1,0 +1,532 @@
+// The MySQL/MariaDB backend: lease statements on two lanes (callers, watchdog), migrations, wake-ups.
+#include <cppconn/connection.h>
+#include <cppconn/exception.h>
+
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <thread>
+
+#include "core/fifo_mutex.hpp"
+#include "mysql/mysql_connection.hpp"
+#include "mysql/mysql_waker.hpp"
+#include "sqllock/error.hpp"
+#include "sqllock/migrations.hpp"
+
+namespace sqllock::detail {
+namespace mysql {
+namespace {
+
+/// Backstop for a statement on a connection whose socket could not be found (deadline_timer then
+/// cannot cut it short); whole seconds, as Connector/C++ takes them: the longest lease statement
+/// bound (io_timeout).
+constexpr int lease_read_timeout_s = 10;
+constexpr int migrate_lock_timeout_s = 120;
+constexpr int max_deadlock_retries = 5;
+/// holder_id is VARBINARY(512) in the lock table.
+constexpr std::size_t max_holder_bytes = 512;
+
+std::int64_t to_int(const std::optional<std::string>& v) {
+  if (!v) return 0;
+  try {
+    return std::stoll(*v);
+  } catch (...) {
+    return 0;
+  }
+}
+
+bool truthy(const std::optional<std::string>& v) { return v && *v == "1"; }
+
+/// The rendered statements of one lock table.
+struct statement_set {
+  explicit statement_set(const std::string& table)
+      : acquire(statement_text("lease_acquire", table)),
+        acquire_plain(statement_text("lease_acquire_no_returning", table)),
+        acquire_result(statement_text("lease_acquire_result", table)),
+        renew(statement_text("lease_renew", table)),
+        renew_check(statement_text("lease_renew_check", table)),
+        release(statement_text("lease_release", table)),
+        release_plain(statement_text("lease_release_no_returning", table)),
+        force_release(statement_text("lease_force_release", table)),
+        inspect(statement_text("lease_inspect", table)),
+        list(statement_text("lease_list", table)),
+        wake_take(statement_text("wake_lock_take", table)),
+        wake_release(statement_text("wake_lock_release", table)),
+        schema_version(statement_text("schema_version", table)),
+        schema_record(statement_text("schema_record", table)),
+        lock_table_probe(statement_text("lock_table_probe", table)),
+        migrate_lock(statement_text("migrate_lock", table)),
+        migrate_unlock(statement_text("migrate_unlock", table)),
+        time_zone(statement_text("session_time_zone", table)) {}
+  std::string acquire, acquire_plain, acquire_result, renew, renew_check, release, release_plain, force_release,
+      inspect, list, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
+      migrate_unlock, time_zone;
+};
+
+/// MariaDB 10.6+ (JSON_TABLE, SKIP LOCKED, INSERT ... RETURNING) or MySQL 8.0+ (JSON_TABLE).
+void require_supported(const server_traits& t) {
+  const bool ok = t.mariadb ? (t.major > 10 || (t.major == 10 && t.minor >= 6)) : t.major >= 8;
+  if (!ok) {
+    throw database_error("mysql: server version " + std::to_string(t.major) + "." + std::to_string(t.minor) +
+                             " is too old; sqllock needs MariaDB 10.6+ or MySQL 8.0+",
+                         std::string(backend_name), "", "connect");
+  }
+}
+
+/// Lower-case hex of arbitrary bytes (names and owners travel through JSON as hex).
+void append_hex(std::string& out, std::string_view bytes) {
+  static const char digits[] = "0123456789abcdef";
+  for (unsigned char c : bytes) {
+    out += digits[c >> 4];
+    out += digits[c & 0xF];
+  }
+}
+
+lock_info row_to_info(const result_row& r) {
+  lock_info info;
+  info.name = r[0].value_or("");
+  info.holder = r[1].value_or("");
+  info.fencing_token = to_int(r[2]);
+  info.hold_count = to_int(r[3]);
+  info.time_left = r[4] ? floor_ms(to_int(r[4])) : std::chrono::milliseconds(0);
+  info.owner = r[5].value_or("");
+  info.acquired_at = std::chrono::system_clock::time_point(std::chrono::microseconds(to_int(r[6])));
+  info.expires_at = std::chrono::system_clock::time_point(std::chrono::microseconds(to_int(r[7])));
+  return info;
+}
+
+int whole_seconds_up(std::chrono::milliseconds ms) {
+  return static_cast<int>(std::clamp<std::int64_t>((ms.count() + 999) / 1000, 1, 3600));
+}
+
+/// One connection for lease statements. The caller lane also holds the wake-up locks (GET_LOCK)
+/// of the leases it acquired: name -> owner id of the acquisition.
+struct lane_state {
+  std::unique_ptr<connection> conn;
+  std::map<std::string, std::string> wake_locks;
+};
+
+class mysql_backend final : public backend {
+ public:
+  explicit mysql_backend(const backend_config& config)
+      : options_(config.options),
+        params_(make_connect_params(config.url)),
+        table_(config.options.table),
+        sql_(config.options.table),
+        pool_(std::make_shared<connection_pool>(params_)) {
+    validate_identifier(table_);
+    const auto dot = table_.find('.');
+    scope_ = dot == std::string::npos ? config.url.database + '.' + table_ : table_;
+    if (options_.notifications) waker_ = std::make_unique<waker>(params_, options_, scope_, table_);
+    std::lock_guard lock(caller_mutex_);
+    // Unreachable or unsafe: thrown from the factory, as connect() promises.
+    open_lane(caller_, steady::now() + std::chrono::seconds(params_.connect_timeout_s));
+  }
+
+  ~mysql_backend() override { waker_.reset(); }
+
+  sqllock::dialect dialect() const noexcept override { return sqllock::dialect::mysql; }
+
+  int schema_version() override {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) { return read_schema_version(c); });
+  }
+
+  int migrate() override {
+    if (options_.read_only) throw invalid_argument("mysql: migrate needs a client that is not read-only");
+    // A connection of its own: waiting for another process's migration must not stall the lease
+    // connections.
+    connection c(open_connection(params_, /*found_rows=*/false, 0));
+    count_statement();
+    result_rows got =
+        c.query(sql_.migrate_lock, {scope_, static_cast<std::int64_t>(migrate_lock_timeout_s)}, "migrate_lock");
+    if (got.empty() || !got[0][0] || *got[0][0] != "1") {
+      throw database_error("mysql migrate_lock: another migrate held the migration lock for " +
+                               std::to_string(migrate_lock_timeout_s) + " s",
+                           std::string(backend_name), "", "migrate_lock");
+    }
+    // Closing the connection would release the GET_LOCK too; release it explicitly anyway.
+    try {
+      // A dropped lock table (its version rows still there) is created again from the first step.
+      const int current = read_schema_version(c);
+      for (const embedded_migration& m : embedded_migrations(sqllock::dialect::mysql)) {
+        if (m.version <= current) continue;
+        const std::string name = "migration " + std::string(m.file);
+        for (const std::string& stmt :
+             split_sql_statements(render_sql(m.text, table_, sqllock::dialect::mysql), sqllock::dialect::mysql)) {
+          count_statement();
+          c.execute(stmt, {}, name);
+        }
+        count_statement();
+        c.execute(sql_.schema_record, {static_cast<std::int64_t>(m.version), std::string(m.file)}, "schema_record",
+                  true);
+      }
+    } catch (...) {
+      unlock_migration(c);
+      throw;
+    }
+    unlock_migration(c);
+    return read_schema_version(c);
+  }
+
+  acquire_outcome acquire(const acquire_request& req) override {
+    if (req.holder.empty() || req.holder.size() > max_holder_bytes) {
+      throw invalid_argument("holder id must be 1 to " + std::to_string(max_holder_bytes) +
+                             " bytes for the mysql backend");
+    }
+    const std::int64_t us = static_cast<std::int64_t>(req.ttl.count()) * 1000;
+    std::unique_lock lock(caller_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(req.deadline)) return {};  // the connection stayed busy: not acquired now
+    return with_lane(caller_, req.deadline, [&](connection& c) {
+      return returning_ ? acquire_returning(c, req, us) : acquire_plain(c, req, us);
+    });
+  }
+
+  std::vector<std::size_t> renew(std::span<const renew_item> items, steady::time_point deadline) override {
+    if (items.empty()) return {};
+    std::string json = "[";
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      const renew_item& it = items[i];
+      if (i) json += ',';
+      json += "{\"i\":" + std::to_string(i) + ",\"n\":\"";
+      append_hex(json, it.lease.name);
+      json += "\",\"o\":\"";
+      append_hex(json, it.lease.owner);
+      json += "\",\"t\":" + std::to_string(it.lease.token) +
+              ",\"us\":" + std::to_string(static_cast<std::int64_t>(it.ttl.count()) * 1000) + "}";
+    }
+    json += ']';
+    auto lock = lock_lane(watchdog_mutex_, deadline, backend_name, "lease_renew");
+    return with_lane(watchdog_, deadline, [&](connection& c) {
+      count_statement();
+      const std::int64_t n = c.execute(sql_.renew, {json}, "lease_renew", true);
+      std::vector<std::size_t> matched;
+      if (n == static_cast<std::int64_t>(items.size())) {
+        // Every row changed (items are distinct names), so every item passed the owner check.
+        for (std::size_t i = 0; i < items.size(); ++i) matched.push_back(i);
+        return matched;
+      }
+      // Some did not, or an expiry did not move (already later, or the same microsecond): ask.
+      count_statement();
+      for (const result_row& r : c.query(sql_.renew_check, {json}, "lease_renew", true)) {
+        const std::int64_t i = to_int(r[0]);
+        if (i >= 0 && static_cast<std::size_t>(i) < items.size()) matched.push_back(static_cast<std::size_t>(i));
+      }
+      std::sort(matched.begin(), matched.end());
+      matched.erase(std::unique(matched.begin(), matched.end()), matched.end());
+      return matched;
+    });
+  }
+
+  release_outcome release(const release_request& req, lane on) override {
+    if (on == lane::watchdog) {
+      auto lock = lock_lane(watchdog_mutex_, req.deadline, backend_name, "lease_release");
+      return with_lane(watchdog_, req.deadline, [&](connection& c) { return release_on(watchdog_, c, req); });
+    }
+    auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "lease_release");
+    return with_lane(caller_, req.deadline, [&](connection& c) { return release_on(caller_, c, req); });
+  }
+
+  bool force_release(const std::string& name) override {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) {
+      count_statement();
+      const bool freed = c.execute(sql_.force_release, {name}, "lease_force_release", true) > 0;
+      if (caller_.wake_locks.count(name)) release_wake_lock(caller_, c, name);
+      return freed;
+    });
+  }
+
+  std::optional<lock_info> inspect(const std::string& name) override {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
+      count_statement();
+      result_rows r = c.query(sql_.inspect, {name}, "lease_inspect", true);
+      if (r.empty()) return std::nullopt;
+      return row_to_info(r[0]);
+    });
+  }
+
+  std::vector<lock_info> list_locks() override {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) {
+      count_statement();
+      std::vector<lock_info> out;
+      for (const result_row& r : c.query(sql_.list, {}, "lease_list", true)) out.push_back(row_to_info(r));
+      return out;
+    });
+  }
+
+  std::unique_ptr<session> begin(const transaction_options& options) override {
+    if (options_.read_only) throw invalid_argument("mysql: transactions need a client that is not read-only");
+    return make_owned_session(pool_, options, options_);
+  }
+
+  void set_wake_sink(wake_sink* sink) override {
+    if (waker_) waker_->set_sink(sink);
+  }
+  bool watch(const std::string& name) override { return waker_ && waker_->watch(name); }
+  void unwatch(const std::string& name) override {
+    if (waker_) waker_->unwatch(name);
+  }
+
+ private:
+  // ---- lanes ------------------------------------------------------------------------------------
+
+  /// Open a lane's connection: session time zone UTC, server checks (version, durability).
+  void open_lane(lane_state& l, steady::time_point deadline) {
+    int fd = -1;
+    const int connect_s = whole_seconds_up(time_until(deadline, std::chrono::milliseconds(1)));
+    auto raw = open_connection(params_, /*found_rows=*/false, lease_read_timeout_s, &fd, connect_s);
+    auto c = std::make_unique<connection>(std::move(raw));
+    c->set_socket_fd(fd);
+    auto armed = timer_.arm(fd, deadline);
+    c->execute(sql_.time_zone, {}, "session_time_zone");
+    const server_traits& t = c->traits();
+    require_supported(t);
+    require_durable(t, options_.allow_unsafe_durability);
+    if (fd < 0 && !warned_no_socket_.exchange(true)) {
+      log_message(options_, log_level::warning,
+                  "mysql: the lease connection's socket could not be identified; a statement without an answer "
+                  "is bounded by the " +
+                      std::to_string(lease_read_timeout_s) + " s read timeout only");
+    }
+    // INSERT ... RETURNING: MariaDB 10.5+; MySQL 8 has none and takes a second read.
+    returning_ = t.mariadb;
+    if (armed.fired())
+      throw connection_lost("mysql connect: no answer in time", std::string(backend_name), "", "connect");
+    l.conn = std::move(c);
+    l.wake_locks.clear();  // a new connection holds no GET_LOCK
+  }
+
+  void drop_lane(lane_state& l) noexcept {
+    l.conn.reset();
+    l.wake_locks.clear();  // the server released them with the connection
+  }
+
+  /// Run `f` on a lane's connection (caller holds the lane's mutex). A connection the server ended
+  /// while idle is replaced before anything is sent. No answer by `deadline`: the socket is shut
+  /// down, the connection dropped, connection_lost thrown (the next call reconnects). A deadlock
+  /// victim's one-statement transaction was rolled back whole, so it is run again.
+  template <class F>
+  auto with_lane(lane_state& l, steady::time_point deadline, F&& f) -> decltype(f(std::declval<connection&>())) {
+    if (l.conn && !l.conn->alive()) {
+      log_message(options_, log_level::info, "mysql: a lease connection went away while idle; reconnecting");
+      drop_lane(l);
+    }
+    if (!l.conn) open_lane(l, deadline);
+    if (&l == &caller_) release_stale_wake_locks(deadline);
+    for (int attempt = 1;; ++attempt) {
+      auto armed = timer_.arm(l.conn->socket_fd(), deadline);
+      try {
+        auto result = f(*l.conn);
+        if (armed.fired()) drop_lane(l);  // answered, but the socket was shut down just after
+        return result;
+      } catch (const deadlock_detected&) {
+        if (armed.fired()) {
+          drop_lane(l);
+          throw;
+        }
+        if (attempt >= max_deadlock_retries || steady::now() >= deadline) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(attempt));
+      } catch (const error& e) {
+        const bool timed_out = armed.fired();
+        if (timed_out || (l.conn && l.conn->broken())) drop_lane(l);
+        if (timed_out) {
+          throw connection_lost(std::string("mysql ") + e.statement() +
+                                    ": no answer in time; the connection was closed (" + e.what() + ")",
+                                std::string(backend_name), e.code(), e.statement());
+        }
+        throw;
+      }
+    }
+  }
+
+  // ---- acquire and release ----------------------------------------------------------------------
+
+  /// MariaDB: one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING, wake-up lock included.
+  acquire_outcome acquire_returning(connection& c, const acquire_request& req, std::int64_t us) {
+    const bool want = options_.notifications && !caller_.wake_locks.count(req.name);
+    count_statement();
+    result_rows r = c.query(sql_.acquire,
+                            {req.name, req.holder, req.owner, us, req.owner, req.owner,
+                             static_cast<std::int64_t>(want ? 1 : 0), waker::key(scope_, req.name)},
+                            "lease_acquire", true);
+    if (r.empty() || r[0].size() < 5) {
+      throw database_error("mysql lease_acquire: no row returned", std::string(backend_name), "", "lease_acquire");
+    }
+    return outcome_of(r[0], req, want ? r[0][4] : std::optional<std::string>("1"));
+  }
+
+  /// MySQL 8 (no RETURNING): the upsert, then one read of the row (and the wake-up lock).
+  acquire_outcome acquire_plain(connection& c, const acquire_request& req, std::int64_t us) {
+    count_statement();
+    c.execute(sql_.acquire_plain, {req.name, req.holder, req.owner, us}, "lease_acquire", true);
+    count_statement();
+    result_rows r = c.query(sql_.acquire_result, {req.owner, req.name}, "lease_acquire", true);
+    if (r.empty()) throw database_error("mysql lease_acquire: no row", std::string(backend_name), "", "lease_acquire");
+    std::optional<std::string> got("1");
+    if (truthy(r[0][0]) && options_.notifications && !caller_.wake_locks.count(req.name)) {
+      count_statement();
+      result_rows w = c.query(sql_.wake_take, {waker::key(scope_, req.name)}, "wake_lock_take");
+      got = w.empty() ? std::nullopt : w[0][0];
+    }
+    return outcome_of(r[0], req, got);
+  }
+
+  acquire_outcome outcome_of(const result_row& row, const acquire_request& req,
+                             const std::optional<std::string>& wake) {
+    acquire_outcome out;
+    if (truthy(row[0])) {
+      out.acquired = true;
+      out.token = to_int(row[1]);
+      // The wake-up lock was taken now (1), or is held already from an earlier acquisition of the
+      // name on this connection: it now belongs to this one. 0: a waiter held it for an instant;
+      // waiters elsewhere then rely on polling.
+      if (truthy(wake)) caller_.wake_locks[req.name] = req.owner;
+      return out;
+    }
+    out.holder = row[2].value_or("");
+    const auto left = row[3] ? floor_ms(to_int(row[3])) : std::chrono::milliseconds(0);
+    out.time_left = left.count() > 0 ? left : std::chrono::milliseconds(0);
+    return out;
+  }
+
+  bool owns_wake_lock(const lane_state& l, const release_request& req) const {
+    auto it = l.wake_locks.find(req.lease.name);
+    return it != l.wake_locks.end() && it->second == req.lease.owner;
+  }
+
+  bool release_on(lane_state& l, connection& c, const release_request& req) {
+    const std::int64_t min_us = static_cast<std::int64_t>(req.min_hold.count()) * 1000;
+    const value owner(req.lease.owner);
+    const value token(req.lease.token);
+    const bool ours = owns_wake_lock(l, req);
+    if (returning_) {
+      count_statement();
+      result_rows r = c.query(sql_.release,
+                              {req.lease.name,
+                               token,
+                               owner,
+                               token,
+                               token,
+                               min_us,
+                               min_us,
+                               owner,
+                               token,
+                               token,
+                               owner,
+                               token,
+                               token,
+                               owner,
+                               token,
+                               token,
+                               owner,
+                               token,
+                               token,
+                               token,
+                               static_cast<std::int64_t>(ours ? 1 : 0),
+                               waker::key(scope_, req.lease.name)},
+                              "lease_release", true);
+      if (r.empty() || r[0].size() < 3) {
+        throw database_error("mysql lease_release: no row returned", std::string(backend_name), "", "lease_release");
+      }
+      const bool kept = truthy(r[0][0]);
+      const bool freed = truthy(r[0][1]);
+      if (freed && ours) l.wake_locks.erase(req.lease.name);
+      if (!kept && !freed && ours) release_wake_lock(l, c, req.lease.name);
+      if (freed && &l != &caller_) note_stale_wake_lock(req);
+      return kept || freed;
+    }
+    count_statement();
+    const bool matched =
+        c.execute(sql_.release_plain, {min_us, min_us, req.lease.name, owner, token, token}, "lease_release", true) > 0;
+    if (ours) release_wake_lock(l, c, req.lease.name);
+    if (matched && &l != &caller_) note_stale_wake_lock(req);
+    return matched;
+  }
+
+  void release_wake_lock(lane_state& l, connection& c, const std::string& name) {
+    l.wake_locks.erase(name);
+    count_statement();
+    c.query(sql_.wake_release, {waker::key(scope_, name)}, "wake_lock_release");
+  }
+
+  void note_stale_wake_lock(const release_request& req) {
+    std::lock_guard lock(stale_mutex_);
+    stale_wake_locks_.emplace_back(req.lease.name, req.lease.owner);
+  }
+
+  /// Caller lane (its mutex held): let go of wake-up locks of leases the watchdog lane released.
+  void release_stale_wake_locks(steady::time_point deadline) {
+    std::vector<std::pair<std::string, std::string>> stale;
+    {
+      std::lock_guard lock(stale_mutex_);
+      stale.swap(stale_wake_locks_);
+    }
+    for (const auto& [name, owner] : stale) {
+      auto it = caller_.wake_locks.find(name);
+      if (it == caller_.wake_locks.end() || it->second != owner) continue;
+      auto armed = timer_.arm(caller_.conn->socket_fd(), deadline);
+      try {
+        release_wake_lock(caller_, *caller_.conn, name);
+      } catch (const error&) {
+        drop_lane(caller_);
+        throw;
+      }
+    }
+  }
+
+  int read_schema_version(connection& c) {
+    try {
+      count_statement();
+      result_rows r = c.query(sql_.schema_version, {}, "schema_version", true);
+      const int v = r.empty() ? 0 : static_cast<int>(to_int(r[0][0]));
+      if (v == 0) return 0;
+      count_statement();
+      c.query(sql_.lock_table_probe, {}, "schema_version", true);
+      return v;
+    } catch (const schema_missing&) {
+      return 0;
+    }
+  }
+
+  void unlock_migration(connection& c) noexcept {
+    try {
+      count_statement();
+      c.query(sql_.migrate_unlock, {scope_}, "migrate_unlock");
+    } catch (const std::exception& e) {
+      log_message(options_, log_level::warning, std::string("mysql: releasing the migration lock failed: ") + e.what());
+    }
+  }
+
+  client_options options_;
+  connect_params params_;
+  std::string table_;
+  std::string scope_;  // database.table: the namespace of this table's GET_LOCK keys
+  statement_set sql_;
+  deadline_timer timer_;
+
+  fifo_mutex caller_mutex_;  // callers take turns on their connection in arrival order
+  lane_state caller_;
+  std::timed_mutex watchdog_mutex_;  // the watchdog thread, explicit renew() and re-sent releases
+  lane_state watchdog_;
+  std::atomic<bool> returning_{true};
+  std::atomic<bool> warned_no_socket_{false};
+  // Releases sent on the watchdog lane that freed a lease whose wake-up lock the caller lane holds:
+  // (name, owner), released by the caller lane before its next statement.
+  std::mutex stale_mutex_;
+  std::vector<std::pair<std::string, std::string>> stale_wake_locks_;
+
+  std::shared_ptr<connection_pool> pool_;
+  std::unique_ptr<waker> waker_;
+};
+
+}  // namespace
+}  // namespace mysql
+
+std::unique_ptr<backend> make_mysql_backend(const backend_config& config) {
+  return std::make_unique<mysql::mysql_backend>(config);
+}
+
+}  // namespace sqllock::detail

@@ -1,0 +1,466 @@
+// MySQL connections: connecting from the URL, prepared statements with bound values, the idle pool.
+#include <cppconn/connection.h>
+#include <cppconn/datatype.h>
+#include <cppconn/driver.h>
+#include <cppconn/exception.h>
+#include <cppconn/prepared_statement.h>
+#include <cppconn/resultset.h>
+#include <cppconn/resultset_metadata.h>
+#include <cppconn/statement.h>
+
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <map>
+
+#include "mysql/mysql_connection.hpp"
+#include "sqllock/error.hpp"
+
+namespace sqllock::detail::mysql {
+namespace {
+
+constexpr std::size_t max_cached_statements = 48;
+
+sql::Driver& driver() {
+  // get_driver_instance() is not safe to race on first use; a function-local static is.
+  static sql::Driver* const d = get_driver_instance();
+  return *d;
+}
+
+int parse_int_param(const std::string& key, const std::string& text, int lo, int hi) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || end == nullptr || *end != '\0' || v < lo || v > hi) {
+    throw invalid_argument("mysql URL parameter " + key + " must be a whole number from " + std::to_string(lo) +
+                           " to " + std::to_string(hi));
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+connect_params make_connect_params(const database_url& url) {
+  connect_params p;
+  p.url = url;
+  for (const auto& [key, val] : url.params) {
+    if (key == "connect_timeout") {
+      p.connect_timeout_s = parse_int_param(key, val, 1, 3600);
+    } else if (key == "socket") {
+      if (val.empty()) throw invalid_argument("mysql URL parameter socket must name a path");
+    } else {
+      throw invalid_argument("unknown mysql URL parameter '" + key + "' (known: connect_timeout, socket)");
+    }
+  }
+  return p;
+}
+
+namespace {
+
+/// The connected sockets of this process: fd -> (inode, peer port; 0 for a unix socket).
+struct socket_info {
+  ino_t inode;
+  int peer_port;
+};
+std::map<int, socket_info> connected_sockets() {
+  std::map<int, socket_info> out;
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (!dir) return out;
+  const int own = ::dirfd(dir);
+  while (const dirent* entry = ::readdir(dir)) {
+    if (entry->d_name[0] == '.') continue;
+    const int fd = std::atoi(entry->d_name);
+    if (fd == own) continue;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+    sockaddr_storage peer{};
+    socklen_t len = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) continue;
+    int port = 0;
+    if (peer.ss_family == AF_INET) port = ntohs(reinterpret_cast<sockaddr_in*>(&peer)->sin_port);
+    if (peer.ss_family == AF_INET6) port = ntohs(reinterpret_cast<sockaddr_in6*>(&peer)->sin6_port);
+    out[fd] = {st.st_ino, port};
+  }
+  ::closedir(dir);
+  return out;
+}
+
+/// Serializes sqllock's own connects, so that the socket a connect opened can be told apart.
+std::mutex& connect_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<sql::Connection> open_connection(const connect_params& params, bool found_rows, int read_timeout_s,
+                                                 int* socket_fd, int connect_timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::seconds(connect_timeout_s > 0 ? connect_timeout_s : params.connect_timeout_s);
+  const database_url& url = params.url;
+  const int server_port = url.port > 0 ? url.port : 3306;
+  sql::ConnectOptionsMap props;
+  props["hostName"] = sql::SQLString(url.host.empty() ? std::string("localhost") : url.host);
+  props["port"] = url.port > 0 ? url.port : 3306;
+  props["userName"] = sql::SQLString(url.user);
+  props["password"] = sql::SQLString(url.password);
+  if (!url.database.empty()) props["schema"] = sql::SQLString(url.database);
+  if (auto it = url.params.find("socket"); it != url.params.end()) {
+    props["socket"] = sql::SQLString(it->second);
+  }
+  props["OPT_CONNECT_TIMEOUT"] =
+      connect_timeout_s > 0 ? std::min(connect_timeout_s, params.connect_timeout_s) : params.connect_timeout_s;
+  if (read_timeout_s > 0) {
+    props["OPT_READ_TIMEOUT"] = read_timeout_s;
+    props["OPT_WRITE_TIMEOUT"] = read_timeout_s;
+  }
+  props["OPT_RECONNECT"] = false;
+  props["CLIENT_FOUND_ROWS"] = found_rows;
+  props["OPT_CHARSET_NAME"] = sql::SQLString("utf8mb4");
+  try {
+    std::unique_ptr<sql::Connection> c;
+    if (socket_fd) {
+      *socket_fd = -1;
+      std::lock_guard lock(connect_mutex());
+      const auto before = connected_sockets();
+      // The handshake after the TCP connect is bounded by the read timeout only (whole seconds, and
+      // the socket is not known yet): at the deadline, shut down whatever socket this connect
+      // opened, so a partition cannot hold it for longer.
+      std::mutex done_mutex;
+      std::condition_variable done_cv;
+      bool done = false;
+      std::thread guard([&] {
+        std::unique_lock dl(done_mutex);
+        if (done_cv.wait_until(dl, deadline, [&] { return done; })) return;
+        for (const auto& [fd, info] : connected_sockets()) {
+          auto it = before.find(fd);
+          const bool fresh = it == before.end() || it->second.inode != info.inode;
+          if (fresh && (info.peer_port == 0 || info.peer_port == server_port)) ::shutdown(fd, SHUT_RDWR);
+        }
+      });
+      struct finish {
+        std::mutex& m;
+        std::condition_variable& cv;
+        bool& done;
+        std::thread& t;
+        ~finish() {
+          {
+            std::lock_guard dl(m);
+            done = true;
+          }
+          cv.notify_all();
+          t.join();
+        }
+      } finished{done_mutex, done_cv, done, guard};
+      c.reset(driver().connect(props));
+      std::vector<int> fresh;
+      for (const auto& [fd, info] : connected_sockets()) {
+        auto it = before.find(fd);
+        if ((it == before.end() || it->second.inode != info.inode) &&
+            (info.peer_port == 0 || info.peer_port == server_port))
+          fresh.push_back(fd);
+      }
+      // Exactly one new socket connected to the server's port: ours. Another thread of the
+      // application connecting to the same server at the same instant makes it ambiguous; then
+      // statements are bounded by the read timeout only.
+      if (fresh.size() == 1) *socket_fd = fresh.front();
+    } else {
+      c.reset(driver().connect(props));
+    }
+    if (!c)
+      throw connection_lost("mysql: cannot connect to " + url.redacted(), std::string(backend_name), "", "connect");
+    return c;
+  } catch (const sql::SQLException& e) {
+    throw connection_lost("mysql: cannot connect to " + url.redacted() + ": " + redact_server_message(e.what()) +
+                              " (error " + std::to_string(e.getErrorCode()) + ")",
+                          std::string(backend_name), std::to_string(e.getErrorCode()), "connect");
+  }
+}
+
+deadline_timer::~deadline_timer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+deadline_timer::armed deadline_timer::arm(int fd, std::chrono::steady_clock::time_point deadline) {
+  std::lock_guard lock(mutex_);
+  const auto id = next_id_++;
+  if (fd >= 0) {
+    entries_[id] = {fd, deadline, false};
+    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
+    cv_.notify_all();
+  }
+  return armed(*this, id);
+}
+
+deadline_timer::armed::~armed() {
+  if (!timer_) return;
+  std::lock_guard lock(timer_->mutex_);
+  timer_->entries_.erase(id_);
+}
+
+bool deadline_timer::armed::fired() const {
+  if (!timer_) return false;
+  std::lock_guard lock(timer_->mutex_);
+  auto it = timer_->entries_.find(id_);
+  return it != timer_->entries_.end() && it->second.fired;
+}
+
+void deadline_timer::loop() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    auto next = std::chrono::steady_clock::time_point::max();
+    const auto now = std::chrono::steady_clock::now();
+    for (auto& [id, e] : entries_) {
+      if (e.fired) continue;
+      if (e.deadline <= now) {
+        // The statement is still running on it (the entry is removed under this mutex when it
+        // returns), so the descriptor is still that connection's.
+        ::shutdown(e.fd, SHUT_RDWR);
+        e.fired = true;
+      } else {
+        next = std::min(next, e.deadline);
+      }
+    }
+    if (next == std::chrono::steady_clock::time_point::max()) {
+      cv_.wait(lock);
+    } else {
+      cv_.wait_until(lock, next);
+    }
+  }
+}
+
+void require_durable(const server_traits& t, bool allow) {
+  std::string problem;
+  if (t.flush_log_at_trx_commit != 1) {
+    problem = "innodb_flush_log_at_trx_commit = " + std::to_string(t.flush_log_at_trx_commit) +
+              " (commits are flushed to disk only about once a second)";
+  } else if (t.log_bin && t.sync_binlog != 1) {
+    problem = "sync_binlog = " + std::to_string(t.sync_binlog) +
+              " with the binary log on (crash recovery rolls back commits the binlog lost)";
+  }
+  if (problem.empty() || allow) return;
+  throw database_error("mysql: the server runs with " + problem +
+                           ", so an acknowledged acquisition can be lost in a crash and its fencing token "
+                           "handed out again; set innodb_flush_log_at_trx_commit = 1 (and sync_binlog = 1 "
+                           "where log_bin is on), or accept the risk with client_options::allow_unsafe_durability "
+                           "(URL sqllock_allow_unsafe_durability=on)",
+                       std::string(backend_name), "", "server_settings");
+}
+
+connection::connection(std::unique_ptr<sql::Connection> owned) : owned_(std::move(owned)), conn_(owned_.get()) {}
+
+connection::connection(sql::Connection* borrowed) : conn_(borrowed) {}
+
+connection::~connection() {
+  cache_.clear();  // statements first: they belong to the connection
+  if (owned_) {
+    try {
+      owned_->close();
+    } catch (...) {
+    }
+  }
+}
+
+void connection::fail(const sql::SQLException& e, std::string_view statement, bool lock_table) {
+  bool lost = is_connection_error(e.getErrorCode());
+  if (!lost && e.getErrorCode() == 0) {
+    try {
+      lost = conn_->isClosed();
+    } catch (...) {
+      lost = true;
+    }
+  }
+  if (lost) {
+    broken_ = true;
+    cache_.clear();
+  }
+  map_error(e, statement, lock_table);
+}
+
+sql::PreparedStatement& connection::prepare(std::string_view sql, std::string_view statement, bool lock_table) {
+  if (auto it = cache_.find(sql); it != cache_.end()) return *it->second;
+  if (cache_.size() >= max_cached_statements) cache_.clear();
+  try {
+    std::unique_ptr<sql::PreparedStatement> ps(conn_->prepareStatement(sql::SQLString(std::string(sql))));
+    auto& ref = *ps;
+    cache_.emplace(std::string(sql), std::move(ps));
+    return ref;
+  } catch (const sql::SQLException& e) {
+    fail(e, statement, lock_table);
+  }
+}
+
+namespace {
+
+void bind(sql::PreparedStatement& ps, const std::vector<value>& params) {
+  unsigned int i = 1;
+  for (const value& v : params) {
+    if (std::holds_alternative<std::monostate>(v)) {
+      ps.setNull(i, sql::DataType::SQLNULL);
+    } else if (const auto* n = std::get_if<std::int64_t>(&v)) {
+      ps.setInt64(i, *n);
+    } else if (const auto* d = std::get_if<double>(&v)) {
+      ps.setDouble(i, *d);
+    } else {
+      ps.setString(i, sql::SQLString(std::get<std::string>(v)));
+    }
+    ++i;
+  }
+}
+
+/// Whether a prepared statement produces a result set (its result metadata has columns).
+bool returns_rows(sql::PreparedStatement& ps) {
+  sql::ResultSetMetaData* meta = ps.getMetaData();  // owned by the statement
+  return meta != nullptr && meta->getColumnCount() > 0;
+}
+
+result_rows read_rows(sql::ResultSet& rs) {
+  result_rows rows;
+  sql::ResultSetMetaData* meta = rs.getMetaData();  // owned by the result set
+  const unsigned int n = meta->getColumnCount();
+  while (rs.next()) {
+    result_row row;
+    row.columns.reserve(n);
+    for (unsigned int c = 1; c <= n; ++c) {
+      if (rs.isNull(c)) {
+        row.columns.emplace_back(std::nullopt);
+      } else {
+        row.columns.emplace_back(rs.getString(c).asStdString());
+      }
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::int64_t connection::execute(std::string_view sql, const std::vector<value>& params, std::string_view statement,
+                                 bool lock_table) {
+  sql::PreparedStatement& ps = prepare(sql, statement, lock_table);
+  try {
+    bind(ps, params);
+    last_used_ = std::chrono::steady_clock::now();
+    if (returns_rows(ps)) {
+      std::unique_ptr<sql::ResultSet> rs(ps.executeQuery());
+      std::int64_t n = 0;
+      while (rs && rs->next()) ++n;
+      return n;
+    }
+    // Prepared statements have no getUpdateCount() in Connector/C++ 1.1; executeUpdate() returns
+    // mysql_stmt_affected_rows().
+    const int n = ps.executeUpdate();
+    return n < 0 ? 0 : n;
+  } catch (const sql::SQLException& e) {
+    fail(e, statement, lock_table);
+  }
+}
+
+result_rows connection::query(std::string_view sql, const std::vector<value>& params, std::string_view statement,
+                              bool lock_table) {
+  sql::PreparedStatement& ps = prepare(sql, statement, lock_table);
+  try {
+    bind(ps, params);
+    last_used_ = std::chrono::steady_clock::now();
+    // execute(), not the prepare-time metadata: MariaDB announces no columns for
+    // INSERT ... RETURNING until it runs.
+    if (!ps.execute()) return {};
+    std::unique_ptr<sql::ResultSet> rs(ps.getResultSet());
+    if (!rs) return {};
+    return read_rows(*rs);
+  } catch (const sql::SQLException& e) {
+    fail(e, statement, lock_table);
+  }
+}
+
+void connection::run_simple(std::string_view sql, std::string_view statement) {
+  try {
+    last_used_ = std::chrono::steady_clock::now();
+    std::unique_ptr<sql::Statement> st(conn_->createStatement());
+    st->execute(sql::SQLString(std::string(sql)));
+  } catch (const sql::SQLException& e) {
+    fail(e, statement, false);
+  }
+}
+
+const server_traits& connection::traits() {
+  if (!traits_) {
+    result_rows rows = query(statement_text("server_traits", "sqllock_locks"), {}, "server_traits");
+    server_traits t;
+    if (!rows.empty() && rows[0].size() >= 3) {
+      const auto& v = rows[0][0];
+      t.mariadb = v && v->find("MariaDB") != std::string::npos;
+      if (v) std::sscanf(v->c_str(), "%d.%d", &t.major, &t.minor);
+      t.rollback_on_timeout = rows[0][1] && (*rows[0][1] == "1" || *rows[0][1] == "ON");
+      t.database = rows[0][2].value_or("");
+    }
+    for (const result_row& r : query(statement_text("server_durability", "sqllock_locks"), {}, "server_traits")) {
+      const std::string name = r[0].value_or("");
+      const std::string value = r[1].value_or("");
+      if (name == "innodb_flush_log_at_trx_commit") t.flush_log_at_trx_commit = std::atoi(value.c_str());
+      if (name == "sync_binlog") t.sync_binlog = std::atol(value.c_str());
+      if (name == "log_bin") t.log_bin = value == "ON" || value == "1";
+      if (name == "wsrep_on") t.wsrep_on = value == "ON" || value == "1";
+    }
+    traits_ = std::move(t);
+  }
+  return *traits_;
+}
+
+bool connection::alive() {
+  if (broken_) return false;
+  if (socket_fd_ < 0) {
+    if (std::chrono::steady_clock::now() - last_used_ < std::chrono::seconds(1)) return true;
+    try {
+      return conn_->isValid();
+    } catch (...) {
+      return false;
+    }
+  }
+  pollfd p{socket_fd_, POLLIN, 0};
+  const int n = ::poll(&p, 1, 0);
+  if (n == 0) return true;  // nothing pending: an idle, open connection
+  if (n < 0) return errno == EINTR;
+  // End of file, an error, or an unsolicited packet (the server's "connection killed" error before
+  // it closes): the server ended the session; nothing was sent on it, so nothing is lost.
+  char c;
+  const ssize_t got = ::recv(socket_fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+std::unique_ptr<connection> connection_pool::take() {
+  // A connection that idled may have been dropped by the server (restart, wait_timeout, KILL).
+  if (auto c = idle_.take([](std::unique_ptr<connection>& p) { return p->alive(); })) return std::move(*c);
+  int fd = -1;
+  auto raw = open_connection(params_, /*found_rows=*/true, /*read_timeout_s=*/0, &fd);
+  try {
+    raw->setAutoCommit(false);
+  } catch (const sql::SQLException& e) {
+    map_error(e, "begin");
+  }
+  auto c = std::make_unique<connection>(std::move(raw));
+  c->set_socket_fd(fd);
+  return c;
+}
+
+void connection_pool::give_back(std::unique_ptr<connection> c) noexcept {
+  if (!c || c->broken()) return;
+  try {
+    idle_.give_back(std::move(c));  // no room: destroyed (closed) there
+  } catch (...) {
+  }
+}
+
+}  // namespace sqllock::detail::mysql

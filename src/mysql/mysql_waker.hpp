@@ -1,0 +1,57 @@
+// The MySQL waker: one connection that blocks on holders' GET_LOCK keys and wakes local waiters.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "mysql/mysql_connection.hpp"
+
+namespace sqllock::detail::mysql {
+
+/// A holder's lease connection keeps `GET_LOCK('sqllock:' + SHA1(db.table/name))` while it holds the
+/// name (taken inside the acquire statement, released inside the release statement or with its
+/// connection). The waker's own connection loops over the watched names with
+/// `IF(IS_USED_LOCK(k) IS NULL, -1, GET_LOCK(k, slice))`: 1 means the holder let go (or died), so
+/// the name's local waiters are woken. Missed cases only fall back to the client's polling.
+class waker {
+ public:
+  waker(connect_params params, client_options options, std::string scope, std::string table);
+  ~waker();
+  waker(const waker&) = delete;
+  waker& operator=(const waker&) = delete;
+
+  /// Where wake-ups go (nullptr: nowhere). After it returns, the old sink is no longer called.
+  void set_sink(wake_sink* sink);
+  /// Start watching `name` (counted); true: wake-ups will come.
+  bool watch(const std::string& name);
+  void unwatch(const std::string& name);
+
+  /// The GET_LOCK key of `name` (before hashing): "db.table/name".
+  static std::string key(const std::string& scope, const std::string& name) { return scope + '/' + name; }
+
+ private:
+  void loop() noexcept;
+  void wake_name(const std::string& name);
+  void wake_all_watched();
+
+  connect_params params_;
+  client_options options_;
+  std::string scope_;
+  std::string wait_sql_;
+  std::string release_sql_;
+
+  std::mutex mutex_;  // watched_, newly_watched_, stopping_
+  std::condition_variable cv_;
+  std::map<std::string, int> watched_;
+  std::set<std::string> newly_watched_;  // not yet looked at by the loop
+  bool stopping_ = false;
+  std::thread thread_;
+  std::mutex sink_mutex_;  // guards sink_ and every call through it
+  wake_sink* sink_ = nullptr;
+};
+
+}  // namespace sqllock::detail::mysql

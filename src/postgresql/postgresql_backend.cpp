@@ -1,0 +1,371 @@
+// The PostgreSQL backend: lease statements on two lanes (callers, watchdog), LISTEN wake-ups, sessions.
+#include <algorithm>
+#include <cerrno>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_set>
+
+#include "core/fifo_mutex.hpp"
+#include "postgresql/postgresql_connection.hpp"
+#include "postgresql/postgresql_waker.hpp"
+
+namespace sqllock::detail {
+
+namespace pg {
+namespace {
+
+/// One embedded statement, rendered for the configured table.
+struct statement {
+  std::string name;      ///< the sql/postgresql/<name>.sql file (for messages)
+  std::string prepared;  ///< the server-side prepared statement's name, unique per lock table
+  std::string sql;
+};
+
+statement load(std::string_view name, const std::string& table) {
+  char tag[24];
+  std::snprintf(tag, sizeof tag, "%08x", static_cast<unsigned>(fnv1a(table) & 0xffffffffu));
+  return {std::string(name), "sqllock_" + std::string(tag) + "_" + std::string(name),
+          render_sql(embedded_sql(sqllock::dialect::postgresql, name), table, sqllock::dialect::postgresql)};
+}
+
+/// The URL's connect_timeout (whole seconds, as libpq reads it), else 10 s; at least 2 s like libpq.
+std::chrono::milliseconds connect_timeout_of(const database_url& url) {
+  if (auto it = url.params.find("connect_timeout"); it != url.params.end()) {
+    try {
+      const long long seconds = std::stoll(it->second);
+      if (seconds > 0) return std::chrono::seconds(std::max(2LL, seconds));
+    } catch (const std::exception&) {
+    }
+  }
+  return std::chrono::milliseconds(10000);
+}
+
+/// One connection for lease statements, with its prepared statements. Not thread-safe: the backend
+/// serializes each lane (callers in FIFO order, the watchdog on its own).
+class lane_connection {
+ public:
+  lane_connection(const conn_target& target, const client_options& options) : target_(target), options_(options) {}
+
+  /// Run `s` with text parameters; no answer by `deadline` closes the connection and throws
+  /// connection_lost. A serialization failure or deadlock of the one-statement transaction (a
+  /// server whose default isolation is SERIALIZABLE, reached through a pooler) means nothing was
+  /// applied: it is tried again until the deadline.
+  result_ptr run(const statement& s, const text_params& params, steady::time_point deadline) {
+    std::vector<const char*> values;
+    values.reserve(params.size());
+    for (const auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+    const int n = static_cast<int>(values.size());
+    bool reprepared = false;
+    for (int attempt = 0;; ++attempt) {
+      PGconn* c = conn(deadline);
+      try {
+        if (options_.prepared_statements) {
+          if (!prepared_.contains(s.name)) {
+            // Parsed once per connection.
+            if (!PQsendPrepare(c, s.prepared.c_str(), s.sql.c_str(), n, nullptr)) throw_error(c, nullptr, s.name);
+            auto p = await_result(c, s.name, deadline);
+            if (PQresultStatus(p.get()) != PGRES_COMMAND_OK) throw_error(c, p.get(), s.name);
+            prepared_.insert(s.name);
+          }
+          if (!PQsendQueryPrepared(c, s.prepared.c_str(), n, values.data(), nullptr, nullptr, 0))
+            throw_error(c, nullptr, s.name);
+        } else {
+          if (!PQsendQueryParams(c, s.sql.c_str(), n, nullptr, values.data(), nullptr, nullptr, 0))
+            throw_error(c, nullptr, s.name);
+        }
+        auto r = await_result(c, s.name, deadline);
+        const auto st = PQresultStatus(r.get());
+        if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK) return r;
+        const std::string state = sqlstate(r.get());
+        // Someone ran DISCARD ALL / DEALLOCATE on our session: prepare again once.
+        if (!reprepared && options_.prepared_statements && state == "26000") {
+          reprepared = true;
+          prepared_.clear();
+          continue;
+        }
+        if ((state == "40001" || state == "40P01") && steady::now() < deadline) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(std::min(attempt, 10)));
+          continue;
+        }
+        throw_error(c, r.get(), s.name);
+      } catch (const connection_lost&) {
+        reset();
+        throw;
+      }
+    }
+  }
+
+  /// The connection, opened (bounded by `deadline`) if there is none or the server ended it.
+  PGconn* conn(steady::time_point deadline) {
+    // An idle connection the server has ended (pg_terminate_backend, restart) already holds the
+    // FATAL message and EOF: reading them without blocking marks it bad, and we reconnect before
+    // sending anything, so nothing is ever run twice.
+    if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) {
+      if (idle_connection_alive(conn_.get())) return conn_.get();
+      log_message(options_, log_level::info, "postgresql: a lease connection was closed by the server; reconnecting");
+    }
+    const bool had = conn_ != nullptr;
+    reset();
+    conn_ = connect(target_, &options_, time_until(deadline, std::chrono::milliseconds(1)));
+    if (had) log_message(options_, log_level::info, "postgresql: lease connection re-established");
+    return conn_.get();
+  }
+
+  void reset() noexcept {
+    conn_.reset();
+    prepared_.clear();
+  }
+
+ private:
+  const conn_target& target_;
+  const client_options& options_;
+  conn_ptr conn_;
+  std::unordered_set<std::string> prepared_;
+};
+
+class postgresql_backend final : public backend {
+ public:
+  explicit postgresql_backend(const backend_config& config)
+      : options_(config.options),
+        target_{config.url.original, config.url.redacted(), connect_timeout_of(config.url), true},
+        table_(config.options.table),
+        acquire_(load("lease_acquire", table_)),
+        renew_(load("lease_renew", table_)),
+        release_(load("lease_release", table_)),
+        force_release_(load("lease_force_release", table_)),
+        inspect_(load("lease_inspect", table_)),
+        list_(load("lease_list", table_)),
+        schema_tables_(load("schema_tables", table_)),
+        schema_version_(load("schema_version", table_)),
+        migrate_lock_(load("migrate_lock", table_)),
+        migrate_record_(load("migrate_record", table_)),
+        caller_(target_, options_),
+        watchdog_(target_, options_),
+        pool_(std::make_shared<connection_pool>(
+            conn_target{config.url.original, config.url.redacted(), connect_timeout_of(config.url)}, options_)) {
+    validate_conninfo(config.url);
+    std::lock_guard lock(caller_mutex_);
+    const auto deadline = steady::now() + target_.connect_timeout;
+    try {
+      check_server(caller_.conn(deadline), deadline);
+    } catch (const connection_lost&) {
+      caller_.reset();
+      throw;
+    }
+    if (options_.notifications) waker_ = std::make_unique<waker>(target_, options_);
+  }
+
+  ~postgresql_backend() override { waker_.reset(); }
+
+  sqllock::dialect dialect() const noexcept override { return sqllock::dialect::postgresql; }
+  bool renewals_pass_guards() const noexcept override { return true; }
+
+  int schema_version() override {
+    std::lock_guard lock(caller_mutex_);
+    const auto deadline = steady::now() + io_timeout;
+    try {
+      return schema_version_locked(caller_.conn(deadline), deadline);
+    } catch (const connection_lost&) {
+      caller_.reset();
+      throw;
+    }
+  }
+
+  int migrate() override {
+    std::lock_guard lock(caller_mutex_);
+    // Migrations may wait for another migrator: a generous bound.
+    const auto deadline = steady::now() + std::chrono::minutes(5);
+    PGconn* c = caller_.conn(deadline);
+    try {
+      exec_simple_until(c, "BEGIN", "migrate", deadline);
+      // Key per lock table, so that migrations of different tables do not wait on each other.
+      const auto key = static_cast<std::int64_t>(fnv1a("sqllock migrate " + table_));
+      exec_params_until(c, migrate_lock_.sql, {std::to_string(key)}, migrate_lock_.name, deadline);
+      // A dropped lock table (its version rows still there) is created again from the first step.
+      int current = schema_version_locked(c, deadline);
+      for (const auto& m : embedded_migrations(sqllock::dialect::postgresql)) {
+        if (m.version <= current) continue;
+        exec_simple_until(c, render_sql(m.text, table_, sqllock::dialect::postgresql),
+                          "migration " + std::string(m.file), deadline);
+        exec_params_until(c, migrate_record_.sql, {std::to_string(m.version)}, migrate_record_.name, deadline);
+        current = m.version;
+      }
+      exec_simple_until(c, "COMMIT", "migrate", deadline);
+      count_statement();
+      caller_.reset();  // statements prepared before the schema changed are stale
+      return current;
+    } catch (...) {
+      caller_.reset();  // whatever state the transaction is in, the connection goes
+      throw;
+    }
+  }
+
+  acquire_outcome acquire(const acquire_request& req) override {
+    std::unique_lock lock(caller_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(req.deadline)) return {};  // the connection stayed busy: not acquired now
+    count_statement();
+    auto r = caller_.run(acquire_, {req.name, req.holder, req.owner, std::to_string(req.ttl.count())}, req.deadline);
+    acquire_outcome out;
+    if (PQntuples(r.get()) == 0) return out;  // the row changed between the snapshot and the conflict check
+    if (field_text(r.get(), 0, 0) == "t") {
+      out.acquired = true;
+      out.token = field_int(r.get(), 0, 1);
+    } else {
+      out.holder = field_text(r.get(), 0, 2);
+      out.time_left = std::chrono::milliseconds(std::max<std::int64_t>(0, field_int(r.get(), 0, 3)));
+    }
+    return out;
+  }
+
+  std::vector<std::size_t> renew(std::span<const renew_item> items, steady::time_point deadline) override {
+    if (items.empty()) return {};
+    std::vector<std::optional<std::string>> names, owners, tokens, ttls;
+    for (const auto& it : items) {
+      names.push_back(it.lease.name);
+      owners.push_back(it.lease.owner);
+      tokens.push_back(std::to_string(it.lease.token));
+      ttls.push_back(std::to_string(it.ttl.count()));
+    }
+    std::lock_guard lock(watchdog_mutex_);
+    count_statement();
+    auto r = watchdog_.run(
+        renew_, {array_literal(names), array_literal(owners), array_literal(tokens), array_literal(ttls)}, deadline);
+    std::vector<std::size_t> matched;
+    for (int row = 0; row < PQntuples(r.get()); ++row) {
+      const auto slot = field_int(r.get(), row, 0) - 1;
+      if (slot >= 0 && static_cast<std::size_t>(slot) < items.size()) matched.push_back(static_cast<std::size_t>(slot));
+    }
+    std::sort(matched.begin(), matched.end());
+    return matched;
+  }
+
+  release_outcome release(const release_request& req, lane on) override {
+    text_params params{req.lease.name, req.lease.owner, std::to_string(req.lease.token),
+                       std::to_string(req.min_hold.count()), std::nullopt};
+    // The channel to notify when the row is freed; NULL sends no notification.
+    if (options_.notifications) params[4] = channel_for(table_, req.lease.name);
+    auto run = [&](lane_connection& l) {
+      count_statement();
+      auto r = l.run(release_, params, req.deadline);
+      return PQntuples(r.get()) > 0;
+    };
+    if (on == lane::watchdog) {
+      auto lock = lock_lane(watchdog_mutex_, req.deadline, backend_name, "lease_release");
+      return run(watchdog_);
+    }
+    auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "lease_release");
+    return run(caller_);
+  }
+
+  bool force_release(const std::string& name) override {
+    std::lock_guard lock(caller_mutex_);
+    // The channel is NULL with notifications off: the statement then sends none.
+    text_params params{name, std::nullopt};
+    if (options_.notifications) params[1] = channel_for(table_, name);
+    count_statement();
+    auto r = caller_.run(force_release_, params, steady::now() + io_timeout);
+    return PQntuples(r.get()) > 0;
+  }
+
+  std::optional<lock_info> inspect(const std::string& name) override {
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(inspect_, {name}, steady::now() + io_timeout);
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    return info(r.get(), 0);
+  }
+
+  std::vector<lock_info> list_locks() override {
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(list_, {}, steady::now() + io_timeout);
+    std::vector<lock_info> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) out.push_back(info(r.get(), i));
+    return out;
+  }
+
+  std::unique_ptr<session> begin(const transaction_options& options) override {
+    if (options_.read_only) throw invalid_argument("postgresql: transactions need a client that is not read-only");
+    std::string sql = "BEGIN";
+    if (options.lock_timeout) {
+      const auto ms = std::max<std::int64_t>(1, options.lock_timeout->count());
+      sql += "; SET LOCAL lock_timeout = '" + std::to_string(ms) + "ms'";
+    }
+    for (int attempt = 0;; ++attempt) {
+      auto [conn, pooled] = pool_->take();
+      try {
+        exec_simple(conn.get(), sql, "begin");
+        return make_session(pool_, std::move(conn), options_);
+      } catch (const connection_lost&) {
+        // An idle pooled connection may have been closed by the server meanwhile: one fresh try.
+        if (!pooled || attempt > 0) throw;
+      }
+    }
+  }
+
+  void set_wake_sink(wake_sink* sink) override {
+    if (waker_) waker_->set_sink(sink);
+  }
+  bool watch(const std::string& name) override { return waker_ && waker_->watch(name, channel_for(table_, name)); }
+  void unwatch(const std::string& name) override {
+    if (waker_) waker_->unwatch(name, channel_for(table_, name));
+  }
+
+ private:
+  static lock_info info(const PGresult* r, int row) {
+    lock_info li;
+    li.name = field_text(r, row, 0);
+    li.holder = field_text(r, row, 1);
+    li.fencing_token = field_int(r, row, 2);
+    li.hold_count = field_int(r, row, 3);
+    li.time_left = std::chrono::milliseconds(field_int(r, row, 4));
+    li.owner = field_text(r, row, 5);
+    li.acquired_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(field_int(r, row, 6)));
+    li.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(field_int(r, row, 7)));
+    return li;
+  }
+
+  /// Refuse a server that makes nothing durable (fsync = off) unless the user accepts the risk: an
+  /// acquisition lost in a crash would hand its fencing token out again.
+  void check_server(PGconn* c, steady::time_point deadline) {
+    auto r = exec_params_until(c, "SELECT current_setting('fsync')", {}, "server_settings", deadline);
+    if (field_text(r.get(), 0, 0) == "off" && !options_.allow_unsafe_durability) {
+      throw database_error(
+          "postgresql: the server runs with fsync = off, so an acknowledged acquisition can be lost in a crash and "
+          "its fencing token handed out again; turn fsync on, or accept the risk with "
+          "client_options::allow_unsafe_durability (URL sqllock_allow_unsafe_durability=on)",
+          std::string(backend_name), "", "server_settings");
+    }
+  }
+
+  int schema_version_locked(PGconn* c, steady::time_point deadline) {
+    auto t = exec_params_until(c, schema_tables_.sql, {}, schema_tables_.name, deadline);
+    if (field_text(t.get(), 0, 0) != "t" || field_text(t.get(), 0, 1) != "t") return 0;
+    auto v = exec_params_until(c, schema_version_.sql, {}, schema_version_.name, deadline);
+    return static_cast<int>(field_int(v.get(), 0, 0));
+  }
+
+  client_options options_;
+  conn_target target_;
+  std::string table_;
+  statement acquire_, renew_, release_, force_release_, inspect_, list_, schema_tables_, schema_version_, migrate_lock_,
+      migrate_record_;
+
+  fifo_mutex caller_mutex_;  // callers take turns on their connection in arrival order
+  lane_connection caller_;
+  std::timed_mutex watchdog_mutex_;  // the watchdog thread, explicit renew() and re-sent releases
+  lane_connection watchdog_;
+
+  std::shared_ptr<connection_pool> pool_;
+  std::unique_ptr<waker> waker_;
+};
+
+}  // namespace
+}  // namespace pg
+
+std::unique_ptr<backend> make_postgresql_backend(const backend_config& config) {
+  return std::make_unique<pg::postgresql_backend>(config);
+}
+
+}  // namespace sqllock::detail

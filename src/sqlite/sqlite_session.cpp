@@ -1,0 +1,236 @@
+// SQLite transactions: BEGIN IMMEDIATE (sent lazily), statements, CAS and whole-database "row locks".
+#include "sqlite/sqlite_session.hpp"
+#include "sqlite/sqlite_connection.hpp"
+#include "sqllock/sqlite.hpp"
+
+namespace sqllock::detail::sqlite {
+
+// A transaction on its own connection (or a borrowed one). BEGIN IMMEDIATE is sent lazily, so
+// that a first lock_rows can apply its own wait bound and report "not available" as a result.
+class sqlite_session final : public session {
+ public:
+  sqlite_session(sqlite3* db, std::function<void(sqlite3*, bool)> give_back, transaction_options options, bool borrowed,
+                 client_options log_options)
+      : db_(db),
+        give_back_(std::move(give_back)),
+        options_(options),
+        borrowed_(borrowed),
+        log_options_(std::move(log_options)) {}
+
+  ~sqlite_session() override { rollback(); }
+
+  void commit() override {
+    if (finished_) throw invalid_argument("transaction already finished");
+    finished_ = true;
+    if (!borrowed_ && begun_) {
+      int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) {
+        sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+        hand_back(false);
+        throw_error(db_, rc, "commit");
+      }
+    }
+    hand_back(true);
+  }
+
+  void rollback() noexcept override {
+    if (finished_) return;
+    finished_ = true;
+    bool healthy = true;
+    if (!borrowed_ && begun_) {
+      int rc = sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) {
+        healthy = false;
+        log_message(log_options_, log_level::error, std::string("sqlite: rollback failed: ") + sqlite3_errmsg(db_));
+      }
+    }
+    hand_back(healthy);
+  }
+
+  std::int64_t execute(std::string_view sql, const std::vector<value>& params) override {
+    ensure_begun(options_.lock_timeout);
+    auto s = prepare(db_, sql, "execute", false);
+    statement_run run(db_, s.get(), "execute");
+    run.bind_all(params);
+    while (run.step()) {
+    }
+    return sqlite3_changes64(db_);
+  }
+
+  result_rows query(std::string_view sql, const std::vector<value>& params) override {
+    ensure_begun(options_.lock_timeout);
+    auto s = prepare(db_, sql, "query", false);
+    statement_run run(db_, s.get(), "query");
+    run.bind_all(params);
+    return run.all();
+  }
+
+  cas_result cas(const cas_request& r) override {
+    ensure_begun(options_.lock_timeout);
+    const std::string table = quote_identifier(r.table, dialect::sqlite);
+    const std::string version = quote_identifier(r.version_column, dialect::sqlite);
+    std::string where;
+    std::vector<value> key_params;
+    for (const auto& [col, v] : r.key) {
+      where += (where.empty() ? "" : " AND ") + quote_identifier(col, dialect::sqlite) + " = ?";
+      key_params.push_back(v);
+    }
+    std::string sql = "UPDATE " + table + " SET ";
+    std::vector<value> params;
+    for (const auto& [col, v] : r.set) {
+      sql += quote_identifier(col, dialect::sqlite) + " = ?, ";
+      params.push_back(v);
+    }
+    sql += version + " = " + version + " + 1 WHERE " + where + " AND " + version + " = ? RETURNING " + version;
+    params.insert(params.end(), key_params.begin(), key_params.end());
+    params.push_back(r.expected_version);
+    {
+      auto s = prepare(db_, sql, "cas_update", false);
+      statement_run run(db_, s.get(), "cas_update");
+      run.bind_all(params);
+      if (run.step()) return {cas_result::status::applied, run.int_at(0)};
+    }
+    auto s = prepare(db_, "SELECT " + version + " FROM " + table + " WHERE " + where, "cas_read", false);
+    statement_run run(db_, s.get(), "cas_read");
+    run.bind_all(key_params);
+    if (run.step()) return {cas_result::status::conflict, run.int_at(0)};
+    return {cas_result::status::missing, 0};
+  }
+
+  bool require_lease(std::string_view table, const lease_ref& lease) override {
+    if (borrowed_) {
+      // The application owns the transaction: it must already hold the write lock.
+      if (sqlite3_txn_state(db_, nullptr) != SQLITE_TXN_WRITE) {
+        throw invalid_argument(
+            "require_lease on an adopted SQLite connection needs the application's transaction to hold the write "
+            "lock (BEGIN IMMEDIATE): only then can no other connection take the lease over before it ends");
+      }
+    } else {
+      ensure_begun(options_.lock_timeout);
+    }
+    const std::string sql =
+        render_sql(embedded_sql(sqllock::dialect::sqlite, "lease_guard"), table, sqllock::dialect::sqlite);
+    auto s = prepare(db_, sql, "lease_guard", false, true);
+    statement_run run(db_, s.get(), "lease_guard");
+    run.bind(1, lease.name);
+    run.bind(2, lease.owner);
+    run.bind(3, lease.token);
+    return run.step(true);
+  }
+
+  fenced_update_result fenced_update(const fenced_update_request& r) override {
+    ensure_begun(options_.lock_timeout);
+    const std::string table = quote_identifier(r.table, dialect::sqlite);
+    const std::string fence = quote_identifier(r.fence_column, dialect::sqlite);
+    std::string where;
+    std::vector<value> key_params;
+    for (const auto& [col, v] : r.key) {
+      where += (where.empty() ? "" : " AND ") + quote_identifier(col, dialect::sqlite) + " = ?";
+      key_params.push_back(v);
+    }
+    std::string sql = "UPDATE " + table + " SET ";
+    std::vector<value> params;
+    for (const auto& [col, v] : r.set) {
+      sql += quote_identifier(col, dialect::sqlite) + " = ?, ";
+      params.push_back(v);
+    }
+    sql += fence + " = ? WHERE " + where + " AND coalesce(" + fence + ", 0) <= ? RETURNING " + fence;
+    params.push_back(r.token);
+    params.insert(params.end(), key_params.begin(), key_params.end());
+    params.push_back(r.token);
+    {
+      auto s = prepare(db_, sql, "fenced_update", false);
+      statement_run run(db_, s.get(), "fenced_update");
+      run.bind_all(params);
+      if (run.step()) return {fenced_update_result::status::applied, r.token};
+    }
+    auto s = prepare(db_, "SELECT coalesce(" + fence + ", 0) FROM " + table + " WHERE " + where, "fenced_update_check",
+                     false);
+    statement_run run(db_, s.get(), "fenced_update_check");
+    run.bind_all(key_params);
+    if (run.step()) return {fenced_update_result::status::rejected, run.int_at(0)};
+    return {fenced_update_result::status::missing, 0};
+  }
+
+  row_lock_result lock_rows(const row_lock_request& r) override {
+    if (borrowed_) {
+      // The application owns the transaction: it must already hold the write lock.
+      if (sqlite3_txn_state(db_, nullptr) != SQLITE_TXN_WRITE) {
+        throw invalid_argument(
+            "lock_rows on an adopted SQLite connection needs the application's transaction to hold the write "
+            "lock (BEGIN IMMEDIATE)");
+      }
+    } else if (!begun_) {
+      std::optional<std::chrono::milliseconds> wait = options_.lock_timeout;
+      if (r.mode != lock_wait::wait) wait = std::chrono::milliseconds(0);
+      if (r.timeout) wait = r.mode == lock_wait::wait ? *r.timeout : std::chrono::milliseconds(0);
+      try {
+        ensure_begun(wait);
+      } catch (const lock_not_available&) {
+        // SQLite locks the whole database: nothing is free, so SKIP LOCKED yields no rows.
+        if (r.mode == lock_wait::skip_locked) return {row_lock_result::status::acquired, {}};
+        return {row_lock_result::status::not_available, {}};
+      }
+    }
+    const std::string key = quote_identifier(r.key_column, dialect::sqlite);
+    std::string cols;
+    for (const auto& c : r.columns) cols += (cols.empty() ? "" : ", ") + quote_identifier(c, dialect::sqlite);
+    if (cols.empty()) cols = key;
+    std::string in;
+    for (std::size_t i = 0; i < r.keys.size(); ++i) in += i ? ", ?" : "?";
+    auto s = prepare(db_,
+                     "SELECT " + cols + " FROM " + quote_identifier(r.table, dialect::sqlite) + " WHERE " + key +
+                         " IN (" + in + ") ORDER BY " + key,
+                     "lock_rows", false);
+    statement_run run(db_, s.get(), "lock_rows");
+    run.bind_all(r.keys);
+    return {row_lock_result::status::acquired, run.all()};
+  }
+
+ private:
+  void ensure_begun(std::optional<std::chrono::milliseconds> wait) {
+    if (finished_) throw invalid_argument("transaction already finished");
+    if (borrowed_ || begun_) return;
+    const int rc = begin_immediate(db_, wait.value_or(default_busy_timeout).count());
+    if (rc != SQLITE_OK) {
+      if ((rc & 0xff) == SQLITE_BUSY) {
+        throw lock_not_available("sqlite: the database is write-locked by another connection (BEGIN IMMEDIATE)",
+                                 kind_name, std::to_string(rc), "begin_immediate");
+      }
+      throw_error(db_, rc, "begin_immediate");
+    }
+    begun_ = true;
+  }
+
+  void hand_back(bool healthy) noexcept {
+    if (give_back_) give_back_(db_, healthy);
+    give_back_ = nullptr;
+  }
+
+  sqlite3* db_;
+  std::function<void(sqlite3*, bool)> give_back_;
+  transaction_options options_;
+  bool borrowed_;
+  client_options log_options_;
+  bool begun_ = false;
+  bool finished_ = false;
+};
+
+std::unique_ptr<session> make_session(sqlite3* db, std::function<void(sqlite3*, bool)> give_back,
+                                      const transaction_options& options, const client_options& log_options) {
+  return std::make_unique<sqlite_session>(db, std::move(give_back), options, false, log_options);
+}
+
+}  // namespace sqllock::detail::sqlite
+
+namespace sqllock {
+
+transaction adopt(sqlite3* connection) {
+  if (!connection) throw invalid_argument("adopt: null sqlite3 handle");
+  // The lease statements' clock, for require_lease in the application's transaction.
+  detail::sqlite::register_clock(connection);
+  return transaction(std::make_unique<detail::sqlite::sqlite_session>(connection, nullptr, transaction_options{}, true,
+                                                                      client_options{}));
+}
+
+}  // namespace sqllock

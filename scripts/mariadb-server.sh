@@ -5,6 +5,7 @@
 #                data directory in DIR, start mariadbd on a free loopback port with its own socket,
 #                pid file and error log in DIR, create the test database and users, write DIR/env.sh
 #   restart DIR  stop the server of DIR (clean shutdown) and start it again on the same port, data kept
+#   crash DIR    kill -9 the server of DIR and start it again (InnoDB crash recovery), same port and data
 #   stop DIR     stop the server of DIR and remove DIR
 #
 # DIR/env.sh exports:
@@ -12,11 +13,12 @@
 #   SQLLOCK_TEST_MYSQL_ADMIN_URL    an account with every privilege (KILL of any connection)
 #   SQLLOCK_TEST_MYSQL_SOCKET       the server's unix socket (root without password through it)
 #   SQLLOCK_TEST_MYSQL_RESTART      a command that restarts this server
+#   SQLLOCK_TEST_MYSQL_CRASH        a command that kills the server (kill -9) and starts it again
 set -euo pipefail
 
 die() { echo "mariadb-server.sh: $*" >&2; exit 1; }
 
-usage() { die "usage: $0 start|stop|restart DIR"; }
+usage() { die "usage: $0 start|stop|restart|crash DIR"; }
 
 [[ $# -eq 2 ]] || usage
 cmd=$1
@@ -160,6 +162,7 @@ export SQLLOCK_TEST_MYSQL_URL='mysql://$test_user:$test_password@127.0.0.1:$port
 export SQLLOCK_TEST_MYSQL_ADMIN_URL='mysql://$admin_user:$admin_password@127.0.0.1:$port/$test_db'
 export SQLLOCK_TEST_MYSQL_SOCKET='$dir/mysqld.sock'
 export SQLLOCK_TEST_MYSQL_RESTART='$script_path restart $dir'
+export SQLLOCK_TEST_MYSQL_CRASH='$script_path crash $dir'
 EOF
 }
 
@@ -225,9 +228,29 @@ restart() {
   launch "$(cat "$dir/port")"
 }
 
+# A crash: SIGKILL of mariadbd (nothing flushed that was not yet), then a start that runs InnoDB
+# crash recovery, same port and data.
+crash() {
+  [[ -d "$dir" ]] || die "$dir does not exist"
+  dir=$(cd "$dir" && pwd)
+  [[ -f "$dir/$marker" && -f "$dir/port" ]] || die "$dir holds no server of ours"
+  local pid i
+  pid=$(server_pid) || pid=$(cat "$dir/launcher.pid" 2>/dev/null || true)
+  if [[ -n "${pid:-}" ]]; then
+    kill -KILL "$pid" 2>/dev/null || true
+    for i in $(seq 1 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+  fi
+  mkdir -p "$dir/tmp"
+  launch "$(cat "$dir/port")"
+}
+
 case "$cmd" in
   start) start ;;
   stop) stop ;;
   restart) restart ;;
+  crash) crash ;;
   *) usage ;;
 esac

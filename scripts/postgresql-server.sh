@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Throwaway PostgreSQL cluster for tests: start DIR | stop DIR | restart DIR (writes DIR/env.sh).
+# Throwaway PostgreSQL cluster for tests: start DIR | stop DIR | restart DIR | crash DIR (writes DIR/env.sh).
 #
 #   scripts/postgresql-server.sh start /tmp/pg    # initdb + start on a free loopback port
 #   . /tmp/pg/env.sh                              # SQLLOCK_TEST_POSTGRESQL_URL, ..._ADMIN_URL, ...
 #   scripts/postgresql-server.sh restart /tmp/pg  # fast restart, same port and data
+#   scripts/postgresql-server.sh crash /tmp/pg    # kill -9 of every server process, then start (recovery)
 #   scripts/postgresql-server.sh stop /tmp/pg     # stop and remove DIR
 #
 # The server refuses to run as root, so when run as root the cluster belongs to the system user
@@ -17,7 +18,7 @@ die() {
 }
 
 usage() {
-  echo "usage: $0 start|stop|restart DIR" >&2
+  echo "usage: $0 start|stop|restart|crash DIR" >&2
   exit 64
 }
 
@@ -212,6 +213,7 @@ export SQLLOCK_TEST_POSTGRESQL_URL='postgresql://$app_user:$app_password@127.0.0
 export SQLLOCK_TEST_POSTGRESQL_ADMIN_URL='postgresql://$admin_user:$admin_password@127.0.0.1:$port/$db_name'
 export SQLLOCK_TEST_POSTGRESQL_LOG='$dir/postgresql.log'
 export SQLLOCK_TEST_POSTGRESQL_RESTART='$script_path restart $dir'
+export SQLLOCK_TEST_POSTGRESQL_CRASH='$script_path crash $dir'
 EOF
   echo "PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') running on 127.0.0.1:$port; source $dir/env.sh" >&2
 }
@@ -242,9 +244,28 @@ restart() {
   fi
 }
 
+# A crash: SIGKILL of the postmaster and every server process (no checkpoint, no flush of what
+# the WAL writer has not written yet), then a start that runs crash recovery.
+crash() {
+  [[ -d "$dir/data" ]] || die "no cluster in $dir"
+  local bindir pid
+  bindir=$(find_bindir) || die "PostgreSQL server binaries not found"
+  pid=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null || true)
+  [[ -n "$pid" ]] || die "no postmaster running in $dir"
+  pkill -KILL -P "$pid" 2>/dev/null || true
+  kill -KILL "$pid" 2>/dev/null || true
+  local i
+  for i in $(seq 1 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.05
+  done
+  pg_ctl_start "$bindir"
+}
+
 case "$cmd" in
   start) start ;;
   stop) stop ;;
   restart) restart ;;
+  crash) crash ;;
   *) usage ;;
 esac

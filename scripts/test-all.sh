@@ -66,11 +66,11 @@ run "all tests (RelWithDebInfo)" --test-dir "$build/release"
 
 configure asan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz"
+  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety"
 
 configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUILD_CLI=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
-  run "conformance suites under ThreadSanitizer" --test-dir "$build/tsan" -L conformance
+  run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" -L "conformance|unit"
 
 echo "=== quick benchmarks (bench/run.sh --quick): ratios to same-run baselines"
 if bash "$root/bench/run.sh" --quick --out "$work/bench"; then

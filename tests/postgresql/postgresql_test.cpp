@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
-#include "postgresql/pg_common.hpp"
+#include "postgresql/postgresql_connection.hpp"
 #include "sqllock/postgresql.hpp"
 #include "sqllock/sqllock.hpp"
 
@@ -421,14 +421,14 @@ TEST_F(PostgreSQL, AReleaseLostWithTheConnectionIsSentAgainExactlyOnce) {
   ASSERT_EQ(inner.hold_count(), 2);
   const auto token = outer.fencing_token();
 
-  // The inner release fails: the connection is gone and no new one is allowed.
+  // Holds are the client's: an inner release sends nothing, so a lost connection cannot touch it.
   admin.run("ALTER DATABASE \"" + db + "\" CONNECTION LIMIT 0");
   admin.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '" + app + "'");
   std::this_thread::sleep_for(100ms);
-  EXPECT_THROW(inner.release(), sqllock::connection_lost);
+  const auto statements = c.statement_count();
+  EXPECT_NO_THROW(inner.release());
+  EXPECT_EQ(c.statement_count(), statements);
   admin.run("ALTER DATABASE \"" + db + "\" CONNECTION LIMIT -1");
-
-  // The next lease statement sends it again first: the row is back to the outer hold.
   auto info = c.inspect(name);
   ASSERT_TRUE(info.has_value());
   EXPECT_EQ(info->hold_count, 1);
@@ -436,7 +436,8 @@ TEST_F(PostgreSQL, AReleaseLostWithTheConnectionIsSentAgainExactlyOnce) {
   outer.release();
   EXPECT_FALSE(c.inspect(name).has_value());
 
-  // Same with the only hold: the next acquisition is a new one (greater token, hold count 1).
+  // The only hold: its release is lost with the connection. It is sent again (by owner id, so it
+  // can only free that acquisition), and the next acquisition is a new one with a greater token.
   auto g = c.acquire_for(name, 5s, {.ttl = 30s});
   const auto token2 = g.fencing_token();
   EXPECT_GT(token2, token);
@@ -444,10 +445,13 @@ TEST_F(PostgreSQL, AReleaseLostWithTheConnectionIsSentAgainExactlyOnce) {
   admin.run("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '" + app + "'");
   std::this_thread::sleep_for(100ms);
   EXPECT_THROW(g.release(), sqllock::connection_lost);
+  EXPECT_FALSE(g.owns());
+  EXPECT_NO_THROW(g.release());  // finished: a no-op
   admin.run("ALTER DATABASE \"" + db + "\" CONNECTION LIMIT -1");
   auto again = c.acquire_for(name, 5s, {.ttl = 30s});
   EXPECT_GT(again.fencing_token(), token2);
   EXPECT_EQ(again.hold_count(), 1);
+  EXPECT_EQ(c.inspect(name)->owner, again.owner_id());
   again.release();
   EXPECT_FALSE(c.inspect(name).has_value());
 }
@@ -659,83 +663,101 @@ TEST_F(PostgreSQL, BadUrlsAndCredentialsNeverEchoThePassword) {
 
 // ---- the seam directly ----
 
+// The seam's lease statements, with the client's part (owner ids, deadlines) spelled out.
+struct seam {
+  std::unique_ptr<sqllock::detail::backend> b;
+  sqllock::detail::acquire_outcome acquire(const std::string& name, const std::string& holder, const std::string& owner,
+                                           milliseconds ttl) {
+    return b->acquire({name, holder, owner, ttl, steady::now() + 10s});
+  }
+  bool release(const std::string& name, const std::string& owner, std::int64_t token,
+               sqllock::detail::lane on = sqllock::detail::lane::caller) {
+    return b->release({{name, owner, token}, 0ms, steady::now() + 10s}, on);
+  }
+  std::vector<std::size_t> renew(const std::vector<sqllock::detail::renew_item>& items) {
+    return b->renew(items, steady::now() + 10s);
+  }
+};
+
+seam make_seam(const std::string& url, sqllock::client_options o = {}) {
+  sqllock::detail::backend_config cfg{sqllock::parse_url(url), std::move(o)};
+  return {sqllock::detail::make_postgresql_backend(cfg)};
+}
+
 TEST_F(PostgreSQL, BackendStatementsThroughTheSeam) {
-  sqllock::detail::backend_config cfg{sqllock::parse_url(url()), {}};
-  auto b = sqllock::detail::make_postgresql_backend(cfg);
-  const std::string n1 = unique("pg_seam"), n2 = unique("pg_seam");
+  auto s = make_seam(url());
+  const std::string n1 = unique("pg_seam"), n2 = unique("pg_seam"), n3 = unique("pg_seam");
 
-  auto a = b->acquire(n1, "h1", 10s);
+  auto a = s.acquire(n1, "h1", "o1", 10s);
   ASSERT_TRUE(a.acquired);
-  EXPECT_EQ(a.hold_count, 1);
-  auto re = b->acquire(n1, "h1", 10s);
-  EXPECT_TRUE(re.acquired);
-  EXPECT_EQ(re.token, a.token);
-  EXPECT_EQ(re.hold_count, 2);
-  auto other = b->acquire(n1, "h2", 10s);
-  EXPECT_FALSE(other.acquired);
-  EXPECT_EQ(other.holder, "h1");
-  EXPECT_GT(other.time_left.count(), 9000);
+  // The same owner again (an acquire sent again after a lost answer): the same acquisition.
+  auto again = s.acquire(n1, "h1", "o1", 10s);
+  EXPECT_TRUE(again.acquired);
+  EXPECT_EQ(again.token, a.token);
+  // Another owner is never let in, whatever its label: the row knows no re-entry.
+  auto same_label = s.acquire(n1, "h1", "o2", 10s);
+  EXPECT_FALSE(same_label.acquired);
+  EXPECT_EQ(same_label.holder, "h1");
+  EXPECT_GT(same_label.time_left.count(), 9000);
+  EXPECT_FALSE(s.acquire(n1, "h2", "o3", 10s).acquired);
 
-  // Batched renew: one statement for all items, duplicates answered for every index.
-  auto a2 = b->acquire(n2, "h1", 10s);
-  const auto count_before = b->statements();
-  std::vector<sqllock::detail::renew_item> items{
-      {n1, "h1", a.token, 20s}, {n2, "h1", a2.token, 20s}, {n1, "h1", a.token, 20s}, {n2, "h2", a2.token, 20s}};
-  auto ok = b->renew(items);
-  EXPECT_EQ(ok, (std::vector<std::size_t>{0, 1, 2}));
-  EXPECT_EQ(b->statements() - count_before, 1u);  // one statement for the whole batch
-  EXPECT_GT(b->inspect(n1)->time_left.count(), 15000);
+  // Batched renew: one statement for all items; only matching owner and token pass.
+  auto a2 = s.acquire(n2, "h1", "o4", 10s);
+  auto a3 = s.acquire(n3, "h1", "o5", 10s);
+  const auto count_before = s.b->statements();
+  auto ok = s.renew({{{n1, "o1", a.token}, 20s}, {{n2, "o4", a2.token}, 20s}, {{n3, "wrong", a3.token}, 20s}});
+  EXPECT_EQ(ok, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(s.b->statements() - count_before, 1u);  // one statement for the whole batch
+  EXPECT_GT(s.b->inspect(n1)->time_left.count(), 15000);
+  // A renewal never shortens a lease.
+  EXPECT_EQ(s.renew({{{n1, "o1", a.token}, 1000ms}}), (std::vector<std::size_t>{0}));
+  EXPECT_GT(s.b->inspect(n1)->time_left.count(), 15000);
 
-  // Release: owner-checked, reentrant count, token kept when free.
-  EXPECT_FALSE(b->release(n1, "h2", a.token).released);
-  auto r1 = b->release(n1, "h1", a.token);
-  EXPECT_TRUE(r1.released);
-  EXPECT_EQ(r1.remaining_holds, 1);
-  auto r0 = b->release(n1, "h1", a.token);
-  EXPECT_EQ(r0.remaining_holds, 0);
-  EXPECT_FALSE(b->inspect(n1).has_value());
-  auto next = b->acquire(n1, "h2", 10s);
+  // Release: owner-checked; the token is kept when free; a re-sent release matches nothing.
+  EXPECT_FALSE(s.release(n1, "o2", a.token));
+  EXPECT_TRUE(s.release(n1, "o1", a.token));
+  EXPECT_FALSE(s.b->inspect(n1).has_value());
+  EXPECT_FALSE(s.release(n1, "o1", a.token));
+  auto next = s.acquire(n1, "h2", "o6", 10s);
   EXPECT_EQ(next.token, a.token + 1);
+  EXPECT_FALSE(s.release(n1, "o1", 0));  // by owner alone (an unanswered acquire): not the later one
+  EXPECT_EQ(s.b->inspect(n1)->owner, "o6");
 
-  // Same holder but expired: a new acquisition.
-  auto shortl = b->acquire(n2, "h3", 1ms);
-  EXPECT_FALSE(shortl.acquired);
-  EXPECT_TRUE(b->force_release(n2));
-  EXPECT_FALSE(b->force_release(n2));
-  auto e1 = b->acquire(n2, "h3", 1ms);
+  // The same owner, expired: a new acquisition with a new token.
+  EXPECT_TRUE(s.b->force_release(n2));
+  EXPECT_FALSE(s.b->force_release(n2));
+  auto e1 = s.acquire(n2, "h3", "o7", 1ms);
   ASSERT_TRUE(e1.acquired);
   std::this_thread::sleep_for(20ms);
-  auto e2 = b->acquire(n2, "h3", 10s);
+  auto e2 = s.acquire(n2, "h3", "o7", 10s);
   ASSERT_TRUE(e2.acquired);
   EXPECT_EQ(e2.token, e1.token + 1);
-  EXPECT_EQ(e2.hold_count, 1);
 
-  // Names with array-literal metacharacters survive the renew batch.
+  // Names and owners with array-literal metacharacters survive the renew batch.
   const std::string odd = unique("pg \"odd\\ {name}, NULL");
-  auto o = b->acquire(odd, "h\"1,", 10s);
+  auto o = s.acquire(odd, "h\"1,", "o\"8,", 10s);
   ASSERT_TRUE(o.acquired);
-  std::vector<sqllock::detail::renew_item> odd_items{{odd, "h\"1,", o.token, 20s}};
-  EXPECT_EQ(b->renew(odd_items), (std::vector<std::size_t>{0}));
-  EXPECT_TRUE(b->release(odd, "h\"1,", o.token).released);
+  EXPECT_EQ(s.renew({{{odd, "o\"8,", o.token}, 20s}}), (std::vector<std::size_t>{0}));
+  EXPECT_TRUE(s.release(odd, "o\"8,", o.token, sqllock::detail::lane::watchdog));
 
-  auto listed = b->list_locks();
-  EXPECT_TRUE(std::any_of(listed.begin(), listed.end(), [&](const auto& l) { return l.name == n2; }));
+  auto listed = s.b->list_locks();
+  EXPECT_TRUE(std::any_of(listed.begin(), listed.end(), [&](const auto& l) { return l.name == n2 && l.owner == "o7"; }));
   EXPECT_TRUE(std::is_sorted(listed.begin(), listed.end(), [](const auto& x, const auto& y) { return x.name < y.name; }));
-  b->release(n1, "h2", next.token);
-  b->release(n2, "h3", e2.token);
+  s.release(n1, "o6", next.token);
+  s.release(n2, "o7", e2.token);
+  s.release(n3, "o5", a3.token);
 }
 
 TEST_F(PostgreSQL, AFailedAcquireOfALiveLeaseLeavesTheRowUntouched) {
-  // A lease held live by another holder is answered from a read: the INSERT proposes no row, so
+  // A lease held live by another owner is answered from a read: the INSERT proposes no row, so
   // ON CONFLICT DO UPDATE never locks the row (which would set xmax, take a transaction id and
   // wait for a WAL flush at commit). Both with prepared statements and without.
   for (const bool prepared : {true, false}) {
     sqllock::client_options o;
     o.prepared_statements = prepared;
-    sqllock::detail::backend_config cfg{sqllock::parse_url(url()), o};
-    auto b = sqllock::detail::make_postgresql_backend(cfg);
+    auto s = make_seam(url(), o);
     const std::string n = unique("pg_fastpath");
-    auto a = b->acquire(n, "h1", 30s);
+    auto a = s.acquire(n, "h1", "o1", 30s);
     ASSERT_TRUE(a.acquired);
     pg_handle h(url());
     ASSERT_TRUE(h.ok());
@@ -744,26 +766,23 @@ TEST_F(PostgreSQL, AFailedAcquireOfALiveLeaseLeavesTheRowUntouched) {
     const auto before = h.run(row_version);
     ASSERT_FALSE(before.empty());
     for (int i = 0; i < 3; ++i) {
-      auto other = b->acquire(n, "h2", 10s);
+      auto other = s.acquire(n, "h2", "o2", 10s);
       EXPECT_FALSE(other.acquired);
       EXPECT_EQ(other.holder, "h1");
       EXPECT_GT(other.time_left.count(), 25000);
       EXPECT_LE(other.time_left.count(), 30000);
     }
     EXPECT_EQ(h.run(row_version), before) << "a failed acquire locked or changed the row";
-    // The holder itself still re-enters (that path goes through ON CONFLICT DO UPDATE).
-    auto re = b->acquire(n, "h1", 30s);
+    // The same acquisition asked again (that path goes through ON CONFLICT DO UPDATE).
+    auto re = s.acquire(n, "h1", "o1", 30s);
     ASSERT_TRUE(re.acquired);
     EXPECT_EQ(re.token, a.token);
-    EXPECT_EQ(re.hold_count, 2);
-    EXPECT_EQ(b->release(n, "h1", a.token).remaining_holds, 1);
-    EXPECT_EQ(b->release(n, "h1", a.token).remaining_holds, 0);
-    // Free now: another holder gets a greater token.
-    auto next = b->acquire(n, "h2", 10s);
+    EXPECT_TRUE(s.release(n, "o1", a.token));
+    // Free now: another owner gets a greater token.
+    auto next = s.acquire(n, "h2", "o2", 10s);
     ASSERT_TRUE(next.acquired);
     EXPECT_EQ(next.token, a.token + 1);
-    EXPECT_EQ(next.hold_count, 1);
-    EXPECT_EQ(b->release(n, "h2", next.token).remaining_holds, 0);
+    EXPECT_TRUE(s.release(n, "o2", next.token));
   }
 }
 
@@ -801,25 +820,20 @@ TEST_F(PostgreSQL, ReleaseNotifiesOnlyWhenNotificationsAreOn) {
       sqllock::client_options o;
       o.notifications = notifications;
       o.prepared_statements = prepared;
-      sqllock::detail::backend_config cfg{sqllock::parse_url(url()), o};
-      auto b = sqllock::detail::make_postgresql_backend(cfg);
+      auto s = make_seam(url(), o);
       const std::string n = unique("pg_release_notify");
       const std::string channel = sqllock::detail::pg::channel_for("sqllock_locks", n);
       listener.run("LISTEN " + channel);
       const int rounds = 7;
       for (int i = 0; i < rounds; ++i) {
-        auto a = b->acquire(n, "h1", 10s);
+        const std::string owner = "o" + std::to_string(i);
+        auto a = s.acquire(n, "h1", owner, 10s);
         ASSERT_TRUE(a.acquired);
-        ASSERT_TRUE(b->acquire(n, "h1", 10s).acquired);
-        auto s0 = b->statements();
-        EXPECT_EQ(b->release(n, "h1", a.token).remaining_holds, 1);  // still held: no notification
-        EXPECT_EQ(b->statements() - s0, 1u);
-        s0 = b->statements();
-        auto r = b->release(n, "h1", a.token);
-        EXPECT_TRUE(r.released);
-        EXPECT_EQ(r.remaining_holds, 0);
-        EXPECT_EQ(b->statements() - s0, 1u);
-        EXPECT_FALSE(b->inspect(n).has_value());
+        auto s0 = s.b->statements();
+        EXPECT_FALSE(s.release(n, "other", a.token));  // not the owner: nothing changes, no notification
+        EXPECT_TRUE(s.release(n, owner, a.token));
+        EXPECT_EQ(s.b->statements() - s0, 2u);
+        EXPECT_FALSE(s.b->inspect(n).has_value());
       }
       const int expected = notifications ? rounds : 0;
       const auto until = steady::now() + (notifications ? 5000ms : 500ms);

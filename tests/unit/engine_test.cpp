@@ -1,0 +1,364 @@
+// Unit tests of the lease engine's units, and of the engine against the fake backend.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "core/fifo_mutex.hpp"
+#include "core/lease_book.hpp"
+#include "core/lease_engine.hpp"
+#include "core/release_outbox.hpp"
+#include "core/wait_queue.hpp"
+#include "fake/fake_backend.hpp"
+
+using namespace std::chrono_literals;
+using sqllock::detail::steady;
+using std::chrono::milliseconds;
+namespace d = sqllock::detail;
+
+// ---- next_poll_delay (pure) ----
+
+TEST(Backoff, WithEventsPollingIsTheSafetyNetOnly) {
+  d::backoff_state s;
+  for (double u : {0.0, 0.5, 0.999}) {
+    const auto p = d::next_poll_delay(s, true, 10s, true, 10ms, 250ms, u);
+    EXPECT_GE(p, 125ms);
+    EXPECT_LE(p, 250ms);
+  }
+}
+
+TEST(Backoff, WithoutEventsItDoublesFromPollMinToPollMax) {
+  d::backoff_state s;
+  std::vector<milliseconds> upper;
+  for (int i = 0; i < 8; ++i) upper.push_back(d::next_poll_delay(s, true, 10s, false, 10ms, 250ms, 0.999));
+  EXPECT_EQ(upper[0], 10ms);
+  EXPECT_EQ(upper[1], 20ms);
+  EXPECT_EQ(upper[2], 40ms);
+  EXPECT_EQ(upper[7], 250ms);
+  d::backoff_state low;
+  EXPECT_EQ(d::next_poll_delay(low, true, 10s, false, 10ms, 250ms, 0.0), 5ms);
+}
+
+TEST(Backoff, NoKnownHolderRetriesSoonAndNeverPastTheHoldersLeaseEnd) {
+  d::backoff_state s;
+  EXPECT_LE(d::next_poll_delay(s, false, 0ms, true, 10ms, 250ms, 0.999), 10ms);
+  EXPECT_LE(d::next_poll_delay(s, false, 0ms, true, 10ms, 250ms, 0.999), 20ms);
+  EXPECT_LE(d::next_poll_delay(s, false, 0ms, true, 10ms, 250ms, 0.999), 40ms);
+  EXPECT_LE(d::next_poll_delay(s, false, 0ms, true, 10ms, 250ms, 0.999), 40ms);  // doubles twice at most
+  d::backoff_state t;
+  EXPECT_EQ(d::next_poll_delay(t, true, 3ms, true, 10ms, 250ms, 0.999), 4ms);
+}
+
+// ---- lease_book (explicit times) ----
+
+namespace {
+sqllock::lease_options opts(milliseconds ttl, bool renew = true) {
+  sqllock::lease_options o;
+  o.ttl = ttl;
+  o.auto_renew = renew;
+  return o;
+}
+}  // namespace
+
+TEST(LeaseBook, RenewalsAreDueAtAThirdAndBatchedWithinASixth) {
+  d::lease_book book;
+  const auto t0 = steady::now();
+  auto a = book.add({"a", "o1", 1}, "h", 0, t0, opts(600ms), nullptr);
+  auto b = book.add({"b", "o2", 1}, "h", 0, t0 + 50ms, opts(600ms), nullptr);
+  auto c = book.add({"c", "o3", 1}, "h", 0, t0 + 150ms, opts(600ms), nullptr);
+  EXPECT_EQ(book.next_renewal(), t0 + 200ms);
+  EXPECT_TRUE(book.due(t0 + 99ms).items.empty());
+  auto batch = book.due(t0 + 200ms);
+  ASSERT_EQ(batch.items.size(), 2u);  // a (due at 200) and b (250, within 300)
+  EXPECT_EQ(batch.items[0].lease.name, "a");
+  EXPECT_EQ(batch.items[1].lease.name, "b");
+  EXPECT_LE(batch.deadline, t0 + 600ms);
+  auto lost = book.renewed(batch, {0, 1}, t0 + 200ms, false, "");
+  EXPECT_TRUE(lost.empty());
+  EXPECT_EQ(a->acq->valid_until_time(), t0 + 800ms);
+  EXPECT_EQ(book.next_renewal(), t0 + 350ms);  // c
+}
+
+TEST(LeaseBook, AnUnmatchedRenewalIsLostAndNotifiedOnce) {
+  d::lease_book book;
+  int calls = 0;
+  auto o = opts(300ms);
+  o.on_lost = [&](const std::string&, std::int64_t) { ++calls; };
+  const auto t0 = steady::now();
+  auto h = book.add({"n", "o", 7}, "h", 0, t0, o, nullptr);
+  auto batch = book.due(t0 + 100ms);
+  ASSERT_EQ(batch.items.size(), 1u);
+  auto notices = book.renewed(batch, {}, t0 + 100ms, false, "");
+  d::run_notices(notices);
+  EXPECT_EQ(calls, 1);
+  EXPECT_TRUE(h->acq->lost.load());
+  EXPECT_TRUE(book.due(t0 + 300ms).items.empty());
+  auto again = book.mark_lost(*h->acq, "again");
+  d::run_notices(again);
+  EXPECT_EQ(calls, 1);
+}
+
+TEST(LeaseBook, RiskThenLossAtTheLocalDeadlineWithoutAnyStatement) {
+  d::lease_book book;
+  std::vector<std::string> events;
+  auto o = opts(3000ms);
+  o.on_at_risk = [&](const std::string&, std::int64_t) { events.push_back("risk"); };
+  o.on_lost = [&](const std::string&, std::int64_t) { events.push_back("lost"); };
+  const auto t0 = steady::now();
+  auto h = book.add({"n", "o", 1}, "h", 0, t0, o, nullptr);
+  EXPECT_EQ(book.next_deadline(), t0 + 2000ms);
+  auto n1 = book.expire(t0 + 1999ms);
+  EXPECT_TRUE(n1.empty());
+  auto n2 = book.expire(t0 + 2000ms);
+  d::run_notices(n2);
+  EXPECT_EQ(events, (std::vector<std::string>{"risk"}));
+  EXPECT_EQ(book.next_deadline(), t0 + 3000ms - d::loss_margin(3000ms));
+  auto n3 = book.expire(t0 + 2850ms);
+  d::run_notices(n3);
+  EXPECT_EQ(events, (std::vector<std::string>{"risk", "lost"}));
+  EXPECT_TRUE(h->acq->lost.load());
+}
+
+TEST(LeaseBook, ReentryIsPerScopeAndOnlyTheLastHoldReleases) {
+  d::lease_book book;
+  const auto t0 = steady::now();
+  auto outer = book.add({"n", "o", 1}, "h", 5, t0, opts(30s), nullptr);
+  bool extend = true;
+  EXPECT_FALSE(book.reenter("n", 6, opts(30s), nullptr, t0, extend));  // another thread
+  auto inner = book.reenter("n", 5, opts(600ms), nullptr, t0, extend);
+  ASSERT_TRUE(inner);
+  EXPECT_FALSE(extend);
+  EXPECT_EQ(inner->hold_count, 2);
+  EXPECT_EQ(inner->acq, outer->acq);
+  auto o = opts(60s, false);
+  auto longer = book.reenter("n", 5, o, nullptr, t0, extend);
+  ASSERT_TRUE(longer);
+  EXPECT_TRUE(extend);  // will not renew and needs longer than the lease is known to last
+  EXPECT_FALSE(book.drop(*inner));
+  EXPECT_FALSE(book.drop(*inner));  // at most once
+  EXPECT_FALSE(book.drop(*outer));
+  auto release = book.drop(*longer);
+  ASSERT_TRUE(release);
+  EXPECT_EQ(release->lease.owner, "o");
+  EXPECT_EQ(book.holds_of("o"), 0);
+  EXPECT_FALSE(book.reenter("n", 5, opts(30s), nullptr, t0, extend));
+}
+
+TEST(LeaseBook, AShortInnerHoldNeverShortensTheRenewals) {
+  d::lease_book book;
+  const auto t0 = steady::now();
+  auto outer = book.add({"n", "o", 1}, "h", 0, t0, opts(30s), nullptr);
+  bool extend = false;
+  auto inner = book.reenter("n", 0, opts(600ms), nullptr, t0, extend);
+  ASSERT_TRUE(inner);
+  auto batch = book.due(t0 + 10s);
+  ASSERT_EQ(batch.items.size(), 1u);
+  EXPECT_EQ(batch.items[0].ttl, 30s);  // the longest renewing hold
+}
+
+TEST(LeaseBook, MaxHoldEndsRenewalsAndReportsLoss) {
+  d::lease_book book;
+  auto o = opts(1000ms);
+  o.max_hold = 1200ms;
+  const auto t0 = steady::now();
+  auto h = book.add({"n", "o", 1}, "h", 0, t0, o, nullptr);
+  auto batch = book.due(t0 + 340ms);
+  ASSERT_EQ(batch.items.size(), 1u);
+  EXPECT_EQ(batch.items[0].ttl, 860ms);  // only up to max_hold
+  book.renewed(batch, {0}, t0 + 340ms, false, "");
+  EXPECT_TRUE(book.due(t0 + 700ms).items.size() <= 1);
+  book.expire(t0 + 1100ms);
+  EXPECT_FALSE(h->acq->lost.load());
+  book.expire(t0 + 1200ms);
+  EXPECT_TRUE(h->acq->lost.load());
+  EXPECT_TRUE(book.due(t0 + 1200ms).items.empty());
+}
+
+// ---- fifo_mutex ----
+
+TEST(FifoMutex, HandsOverInArrivalOrderAndSkipsWaitersThatGaveUp) {
+  d::fifo_mutex m;
+  m.lock();
+  std::vector<int> order;
+  std::mutex order_mu;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      if (i == 2) {
+        EXPECT_FALSE(m.try_lock_until(steady::now() + 20ms));  // gives up while queued
+        return;
+      }
+      m.lock();
+      {
+        std::lock_guard lk(order_mu);
+        order.push_back(i);
+      }
+      m.unlock();
+    });
+    std::this_thread::sleep_for(30ms);  // queue in this order
+  }
+  m.unlock();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 3}));
+  EXPECT_TRUE(m.try_lock());
+  m.unlock();
+}
+
+// ---- release_outbox ----
+
+TEST(ReleaseOutbox, KeepsAReleaseUntilTheDatabaseAnswersThenDropsIt) {
+  auto db = std::make_shared<d::fake_database>();
+  d::fake_backend b(db);
+  auto got = b.acquire({"n", "h", "o1", 30s, steady::now() + 1s});
+  ASSERT_TRUE(got.acquired);
+  d::release_outbox box;
+  box.add({{"n", "o1", got.token}, 0ms, {}}, steady::now() + 10s);
+  b.fail(d::fake_op::release, 1);
+  EXPECT_TRUE(box.flush(b, d::lane::watchdog, steady::now()).empty());
+  EXPECT_FALSE(box.empty());
+  EXPECT_TRUE(box.has("n"));
+  std::this_thread::sleep_for(300ms);
+  EXPECT_EQ(box.flush(b, d::lane::watchdog, steady::now()), std::vector<std::string>{"n"});
+  EXPECT_TRUE(box.empty());
+  EXPECT_FALSE(b.inspect("n"));
+}
+
+TEST(ReleaseOutbox, GivesUpOnceTheLeaseHasExpiredAnyway) {
+  auto db = std::make_shared<d::fake_database>();
+  d::fake_backend b(db);
+  d::release_outbox box;
+  box.add({{"n", "o1", 1}, 0ms, {}}, steady::now() - 1ms);
+  EXPECT_TRUE(box.flush(b, d::lane::watchdog, steady::now()).empty());
+  EXPECT_TRUE(box.empty());
+  EXPECT_EQ(b.count(d::fake_op::release), 0);
+}
+
+// ---- the engine against the fake backend ----
+
+namespace {
+struct engine_fixture {
+  std::shared_ptr<d::fake_database> db = std::make_shared<d::fake_database>();
+  d::fake_backend* fake = nullptr;
+  std::shared_ptr<d::lease_engine> engine;
+  explicit engine_fixture(sqllock::client_options o = {}) {
+    auto b = std::make_unique<d::fake_backend>(db);
+    fake = b.get();
+    engine = std::make_shared<d::lease_engine>(std::move(b), o);
+  }
+  std::shared_ptr<d::lease_state> try_acquire(const std::string& name, sqllock::lease_options o = {}) {
+    return engine->acquire(name, o, 0ms, {}, false);
+  }
+};
+}  // namespace
+
+TEST(Engine, ReentryKeepsTheTokenAndSendsNoStatement) {
+  engine_fixture f;
+  auto a = f.try_acquire("n");
+  ASSERT_TRUE(a);
+  const int statements = f.fake->count(d::fake_op::any);
+  auto b = f.try_acquire("n");
+  ASSERT_TRUE(b);
+  EXPECT_EQ(f.fake->count(d::fake_op::any), statements);
+  EXPECT_EQ(b->acq->ref.token, a->acq->ref.token);
+  EXPECT_EQ(b->hold_count, 2);
+  f.engine->release(*b);
+  EXPECT_EQ(f.fake->count(d::fake_op::release), 0);
+  EXPECT_TRUE(f.engine->inspect("n"));
+  f.engine->release(*a);
+  EXPECT_EQ(f.fake->count(d::fake_op::release), 1);
+  EXPECT_FALSE(f.engine->inspect("n"));
+}
+
+TEST(Engine, AWaitingAcquireWhoseAnswerIsLostGetsTheSameAcquisition) {
+  engine_fixture f;
+  f.fake->lose_answers(d::fake_op::acquire, 1);
+  auto g = f.engine->acquire("n", {}, 5s, {}, true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->acq->ref.token, 1);  // the first try took the row; the second found it again
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 2);
+  EXPECT_EQ(f.engine->inspect("n")->owner, g->acq->ref.owner);
+}
+
+TEST(Engine, ASingleTryWhoseAnswerIsLostIsReportedAndItsLeaseFreedInTheBackground) {
+  engine_fixture f;
+  f.fake->lose_answers(d::fake_op::acquire, 1);
+  EXPECT_THROW(f.try_acquire("n", {.ttl = 30s}), sqllock::connection_lost);
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 1);  // the database did take it (answer lost)
+  const auto start = steady::now();
+  while (f.engine->inspect("n") && steady::now() - start < 3s) std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(f.engine->inspect("n")) << "the abandoned acquisition was not released";
+}
+
+TEST(Engine, AReleaseWhoseAnswerIsLostIsSentAgainAndNeverFreesALaterAcquisition) {
+  engine_fixture f;
+  auto g = f.try_acquire("n", {.ttl = 30s, .auto_renew = false});
+  ASSERT_TRUE(g);
+  f.fake->lose_answers(d::fake_op::release, 1);
+  EXPECT_THROW(f.engine->release(*g), sqllock::connection_lost);
+  EXPECT_FALSE(f.engine->inspect("n"));  // it was applied after all
+  auto h = f.try_acquire("n", {.ttl = 30s, .auto_renew = false});
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->acq->ref.token, 2);
+  std::this_thread::sleep_for(600ms);  // the re-sends
+  auto info = f.engine->inspect("n");
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->owner, h->acq->ref.owner);
+}
+
+TEST(Engine, AHangingRenewalIsReportedLostAtTheLocalDeadline) {
+  engine_fixture f;
+  std::atomic<steady::rep> lost_at{0};
+  const auto t0 = steady::now();
+  auto g = f.try_acquire("n", {.ttl = 600ms, .on_lost = [&](const std::string&, std::int64_t) {
+                                 lost_at = steady::now().time_since_epoch().count();
+                               }});
+  ASSERT_TRUE(g);
+  f.fake->hang(d::fake_op::renew, 100);
+  while (lost_at == 0 && steady::now() - t0 < 3s) std::this_thread::sleep_for(5ms);
+  ASSERT_NE(lost_at.load(), 0);
+  const auto lost = steady::time_point(steady::duration(lost_at.load()));
+  EXPECT_LE(lost, g->acq->valid_until_time());  // before anyone else could take over
+  EXPECT_GE(lost, g->acq->valid_until_time() - d::loss_margin(600ms) - 5ms);
+  EXPECT_TRUE(g->acq->lost.load());
+}
+
+TEST(Engine, WaitersOfOneClientAreServedInArrivalOrder) {
+  engine_fixture f;
+  auto holder = std::make_unique<engine_fixture>();
+  holder->db = f.db;  // same database, another client
+  auto hb = std::make_unique<d::fake_backend>(f.db);
+  auto other = std::make_shared<d::lease_engine>(std::move(hb), sqllock::client_options{});
+  auto held = other->acquire("n", {}, 0ms, {}, false);
+  ASSERT_TRUE(held);
+  std::vector<int> order;
+  std::mutex mu;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 3; ++i) {
+    threads.emplace_back([&, i] {
+      auto g = f.engine->acquire("n", {.ttl = 5s}, 5s, {}, true);
+      {
+        std::lock_guard lk(mu);
+        order.push_back(i);
+      }
+      std::this_thread::sleep_for(5ms);
+      f.engine->release(*g);
+    });
+    std::this_thread::sleep_for(30ms);
+  }
+  other->release(*held);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(Engine, MinHoldKeepsTheLeaseAfterAnEarlyRelease) {
+  engine_fixture f;
+  auto g = f.try_acquire("n", {.ttl = 30s, .min_hold = 400ms});
+  ASSERT_TRUE(g);
+  f.engine->release(*g);
+  auto info = f.engine->inspect("n");
+  ASSERT_TRUE(info);
+  EXPECT_LE(info->time_left, 400ms);
+  std::this_thread::sleep_for(450ms);
+  EXPECT_TRUE(f.try_acquire("n"));
+}

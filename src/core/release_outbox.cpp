@@ -14,11 +14,36 @@ void release_outbox::add(release_request request, steady::time_point give_up_at)
 
 std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::time_point now,
                                                const std::optional<std::string>& name) noexcept {
+  struct done_guard {  // the batch leaves in_flight_ however its sends end, after any re-queueing
+    release_outbox& o;
+    const std::vector<std::string>& names;
+    ~done_guard() {
+      {
+        std::lock_guard lk(o.mu_);
+        for (const auto& n : names) {
+          if (auto it = std::find(o.in_flight_.begin(), o.in_flight_.end(), n); it != o.in_flight_.end()) {
+            o.in_flight_.erase(it);
+          }
+        }
+      }
+      o.sent_.notify_all();
+    }
+  };
   std::vector<std::string> freed;
   std::vector<entry> batch;
+  std::vector<std::string> sending;
   try {
+    done_guard done{*this, sending};
     {
-      std::lock_guard lk(mu_);
+      std::unique_lock lk(mu_);
+      if (name) {
+        // The watchdog may be sending this very release right now: wait for its answer (each send
+        // is bounded by io_timeout), so the caller does not find the name still held by itself.
+        sent_.wait_until(lk, now + io_timeout, [&] {
+          return std::find(in_flight_.begin(), in_flight_.end(), *name) == in_flight_.end();
+        });
+        now = steady::now();
+      }
       auto keep = std::partition(pending_.begin(), pending_.end(), [&](const entry& e) {
         // A caller about to acquire this very name re-sends now, whatever the back-off says: it
         // makes a round trip anyway, and the lease is free the moment the server is reachable.
@@ -27,6 +52,12 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
       });
       batch.assign(std::make_move_iterator(keep), std::make_move_iterator(pending_.end()));
       pending_.erase(keep, pending_.end());
+      sending.reserve(batch.size());
+      in_flight_.reserve(in_flight_.size() + batch.size());
+      for (const auto& e : batch) {
+        sending.push_back(e.request.lease.name);
+        in_flight_.push_back(e.request.lease.name);
+      }
     }
     std::vector<entry> retry;
     for (auto& e : batch) {
@@ -82,7 +113,8 @@ bool release_outbox::empty() const {
 
 bool release_outbox::has(const std::string& name) const {
   std::lock_guard lk(mu_);
-  return std::any_of(pending_.begin(), pending_.end(), [&](const entry& e) { return e.request.lease.name == name; });
+  return std::any_of(pending_.begin(), pending_.end(), [&](const entry& e) { return e.request.lease.name == name; }) ||
+         std::find(in_flight_.begin(), in_flight_.end(), name) != in_flight_.end();
 }
 
 }  // namespace sqllock::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -31,7 +32,8 @@ class release_outbox {
   /// When the next pending release is due (max when none).
   steady::time_point next_due() const;
   bool empty() const;
-  /// True when a release of `name` is pending (the caller may flush it before acquiring).
+  /// True when a release of `name` is pending or being sent (the caller may flush it before
+  /// acquiring; flush(name) first waits, bounded, for a send of that name in flight elsewhere).
   bool has(const std::string& name) const;
 
   void set_log(const client_options* options) { log_ = options; }
@@ -44,7 +46,9 @@ class release_outbox {
     int tries = 0;
   };
   mutable std::mutex mu_;
+  std::condition_variable sent_;       ///< notified when a batch in flight is done
   std::vector<entry> pending_;
+  std::vector<std::string> in_flight_;  ///< names of the batch another thread is sending now
   const client_options* log_ = nullptr;
 };
 

@@ -263,13 +263,15 @@ void wait_until_blocked_on(const std::string& table) {
   std::string sql;
   switch (current_dialect()) {
     case sqllock::dialect::postgresql:
-      sql = "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-            " AND query LIKE ?";
+      sql =
+          "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+          " AND query LIKE ?";
       break;
     case sqllock::dialect::mysql:
       // A statement on the table still running (it only stays visible while it waits).
-      sql = "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
-            " AND COMMAND <> 'Sleep' AND INFO LIKE ?";
+      sql =
+          "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
+          " AND COMMAND <> 'Sleep' AND INFO LIKE ?";
       break;
     case sqllock::dialect::sqlite:
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -382,8 +384,8 @@ TEST(InventoryMix, AllStrategiesAtOnceOnOneRowNeverLoseADecrement) {
   const auto final_qty = s.qty(1);
   std::cout << "[ mix      ] applied " << applied << " (atomic_update " << applied_by[0] << ", optimistic_cas "
             << applied_by[1] << ", for_update " << applied_by[2] << "), final stock " << final_qty
-            << ", lost decrements " << applied - (initial - final_qty) << ", retries_exhausted "
-            << exhausted.load() << "\n";
+            << ", lost decrements " << applied - (initial - final_qty) << ", retries_exhausted " << exhausted.load()
+            << "\n";
   EXPECT_EQ(errors.load(), 0);
   EXPECT_GE(final_qty, 0);
   EXPECT_EQ(applied, initial - final_qty) << "acknowledged decrements missing from the table";

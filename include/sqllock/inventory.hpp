@@ -14,25 +14,42 @@
 namespace sqllock {
 
 /// How a decrement is made safe against concurrent ones.
+///
+/// The strategies may be mixed freely on one table, with each other and with the user's own
+/// version-checked writers: every statement that changes a quantity bumps the version column (when
+/// the table has one, see stock_table::version_column) and is relative to the row
+/// (`qty = qty - n ... AND qty >= n`), never an absolute value computed from an earlier read. So no
+/// acknowledged decrement is lost and the quantity never goes below 0, whatever the mix. Quantities
+/// reported back (new quantities, `available`) are read in the same transaction from the latest
+/// committed row, locked by it, not from an older snapshot (MySQL's REPEATABLE READ).
 enum class stock_strategy {
-  /// One conditional statement per item: `UPDATE t SET qty = qty - n WHERE key = ? AND qty >= n`.
+  /// One conditional statement per item:
+  /// `UPDATE t SET qty = qty - n, version = version + 1 WHERE key = ? AND qty >= n`.
   /// Fewest round trips; the database's row lock orders concurrent decrements.
   atomic_update,
-  /// Read qty and version, then a compare-and-swap on the version column (transaction::cas);
-  /// a conflict re-runs the whole transaction, at most max_attempts times.
+  /// Read qty and version, then a relative compare-and-swap on the version column:
+  /// `UPDATE t SET qty = qty - n, version = version + 1 WHERE key = ? AND version = ? AND qty >= n`;
+  /// a changed version (or too little left) re-runs the whole transaction, at most max_attempts
+  /// times. Needs a version column.
   optimistic_cas,
-  /// `SELECT ... FOR UPDATE` of all items (transaction::lock_rows, key order), check, update.
+  /// `SELECT ... FOR UPDATE` of all items (transaction::lock_rows, key order), then the same
+  /// conditional update as atomic_update (version bumped too).
   /// SQLite: BEGIN IMMEDIATE (the whole database is write-locked for the transaction).
   for_update,
 };
 
-/// The user's stock table: one row per key with an integer quantity (and a version column for
-/// optimistic_cas). All names are validated identifiers, quoted by sqllock.
+/// The user's stock table: one row per key with an integer quantity and, optionally, an integer
+/// version column. All names are validated identifiers, quoted by sqllock.
 struct stock_table {
   std::string table;
   std::string key_column = "sku";
   std::string quantity_column = "qty";
-  std::string version_column = "version";  ///< used by optimistic_cas only (incremented on change)
+  /// Incremented by every strategy on every change of a row, so that version-checked writers
+  /// (optimistic_cas, transaction::cas, your own) never overwrite a change they did not see.
+  /// Empty: the table has no version column; atomic_update and for_update then change only the
+  /// quantity, and optimistic_cas is refused (invalid_argument). A table without the named column
+  /// is a database error, never silently skipped.
+  std::string version_column = "version";
 };
 
 /// One line of a reservation.
@@ -72,7 +89,8 @@ struct reserve_result {
   std::vector<std::int64_t> new_quantities;
   /// insufficient / not_found: index (in the request) of the first item that failed.
   std::size_t failed_item = 0;
-  /// insufficient: the quantity that item had.
+  /// insufficient: the quantity that item had when the refusal was decided (the latest committed
+  /// value, read in the refusing transaction).
   std::int64_t available = 0;
   /// The outcome was stored by an earlier request with the same idempotency key; nothing changed now.
   bool replayed = false;

@@ -70,7 +70,7 @@ names quoted(dialect d, const stock_table& t, const reserve_options& o) {
           quote_identifier(t.table, d),
           quote_identifier(t.key_column, d),
           quote_identifier(t.quantity_column, d),
-          o.strategy == stock_strategy::optimistic_cas ? quote_identifier(t.version_column, d) : std::string(),
+          t.version_column.empty() ? std::string() : quote_identifier(t.version_column, d),
           o.idempotency_key ? quote_identifier(o.idempotency_table, d) : std::string()};
   return n;
 }
@@ -142,6 +142,14 @@ std::int64_t int_of(const std::optional<std::string>& col) {
 
 // One run of the strategy inside `tx`. Returns the outcome; applied leaves the changes in tx.
 // Throws version_conflict (CAS) or lock_not_available (row lock bound) to ask for another run.
+//
+// Why strategies can share a table (issue 10 item 9): every statement here that changes the
+// quantity (a) bumps the version column when the table has one, so a version-checked writer,
+// sqllock's or the user's own, sees the change as a conflict, and (b) is relative to the row
+// (`qty = qty - n ... AND qty >= n`), never an absolute value computed from an earlier read, so
+// even a writer that leaves the version alone cannot lose a decrement or make it oversell.
+// Quantities reported back are read after the change, in the same transaction, from the row this
+// transaction now holds locked: the value the database has, never an older snapshot's.
 reserve_result run_strategy(transaction& tx, const names& n, const stock_table& t, const std::vector<line>& lines,
                             std::size_t request_size, stock_strategy strategy) {
   reserve_result r;
@@ -150,7 +158,15 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
   auto set_new = [&](const line& l, std::int64_t q) {
     for (auto i : l.indices) r.new_quantities[i] = q;
   };
-  const std::string select_qty = "SELECT " + n.qty + " FROM " + n.table + " WHERE " + n.key + " = ?";
+  const std::string bump = n.version.empty() ? std::string() : ", " + n.version + " = " + n.version + " + 1";
+  const std::string where_key = " WHERE " + n.key + " = ?";
+  // Reads a row this transaction has changed (and so holds locked): every dialect shows its own
+  // change, which was applied to the latest committed version.
+  const std::string select_own = "SELECT " + n.qty + " FROM " + n.table + where_key;
+  // The latest committed quantity, locked until this transaction ends. MySQL/MariaDB: a plain
+  // SELECT would read the REPEATABLE READ snapshot, which may be older than what the UPDATE saw.
+  // SQLite: the transaction holds the write lock already.
+  const std::string select_latest = select_own + (n.d == dialect::sqlite ? "" : " FOR UPDATE");
   switch (strategy) {
     case stock_strategy::atomic_update:
     case stock_strategy::for_update: {
@@ -170,40 +186,49 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
         if (!locked.acquired()) throw lock_not_available("reserve: the stock rows were not available in time");
       }
       const std::string update =
-          "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ? WHERE " + n.key + " = ? AND " + n.qty + " >= ?";
+          "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ?" + bump + where_key + " AND " + n.qty + " >= ?";
       for (const auto& l : lines) {
-        const auto changed = tx.execute(update, {l.quantity, l.key, l.quantity});
-        auto rows = tx.query(select_qty, {l.key});
-        if (rows.empty()) return failed(status::not_found, l);
-        const auto q = rows[0].as_int(0);
-        if (changed < 1) return failed(status::insufficient, l, q);
-        set_new(l, q);
+        if (tx.execute(update, {l.quantity, l.key, l.quantity}) < 1) {
+          // Refused: decide on the latest committed row, locked so the answer stays true until
+          // this transaction ends. A row that gained stock since the UPDATE looked is ours now.
+          auto rows = tx.query(select_latest, {l.key});
+          if (rows.empty()) return failed(status::not_found, l);
+          const auto q = rows[0].as_int(0);
+          if (q < l.quantity) return failed(status::insufficient, l, q);
+          if (tx.execute(update, {l.quantity, l.key, l.quantity}) < 1) {
+            throw serialization_failure("reserve: the stock row changed under its lock");
+          }
+        }
+        auto rows = tx.query(select_own, {l.key});
+        if (rows.empty()) throw serialization_failure("reserve: the stock row vanished after its update");
+        set_new(l, rows[0].as_int(0));
       }
       return r;
     }
     case stock_strategy::optimistic_cas: {
-      const std::string read = "SELECT " + n.qty + ", " + n.version + " FROM " + n.table + " WHERE " + n.key + " = ?";
-      struct seen {
-        std::int64_t qty, version;
-      };
-      std::vector<seen> rows;
+      const std::string read = "SELECT " + n.qty + ", " + n.version + " FROM " + n.table + where_key;
+      std::vector<std::int64_t> versions;
       for (const auto& l : lines) {
         auto got = tx.query(read, {l.key});
         if (got.empty()) return failed(status::not_found, l);
-        const seen s{got[0].as_int(0), got[0].as_int(1)};
-        if (s.qty < l.quantity) return failed(status::insufficient, l, s.qty);
-        rows.push_back(s);
+        const auto qty = got[0].as_int(0);
+        if (qty < l.quantity) return failed(status::insufficient, l, qty);
+        versions.push_back(got[0].as_int(1));
       }
+      // The compare-and-swap is relative: the version check makes it optimistic (a change since
+      // the read is a conflict and the whole transaction runs again), the quantity is taken from
+      // the row as it is and never goes below 0.
+      const std::string cas = "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ?" + bump + where_key +
+                              " AND " + n.version + " = ? AND " + n.qty + " >= ?";
       for (std::size_t i = 0; i < lines.size(); ++i) {
         const auto& l = lines[i];
-        auto res = tx.cas({.table = t.table,
-                           .key = {{t.key_column, l.key}},
-                           .version_column = t.version_column,
-                           .expected_version = rows[i].version,
-                           .set = {{t.quantity_column, rows[i].qty - l.quantity}}});
-        if (res.outcome == cas_result::status::missing) return failed(status::not_found, l);
-        res.value();  // throws version_conflict: run again
-        set_new(l, rows[i].qty - l.quantity);
+        if (tx.execute(cas, {l.quantity, l.key, versions[i], l.quantity}) < 1) {
+          // Another version, too little left, or gone: the next run reads again and decides.
+          throw version_conflict("reserve: the stock row changed since it was read");
+        }
+        auto rows = tx.query(select_own, {l.key});
+        if (rows.empty()) throw serialization_failure("reserve: the stock row vanished after its update");
+        set_new(l, rows[0].as_int(0));
       }
       return r;
     }
@@ -245,7 +270,10 @@ void validate(const stock_table& t, const reserve_options& o) {
   validate_identifier(t.table);
   validate_identifier(t.key_column);
   validate_identifier(t.quantity_column);
-  if (o.strategy == stock_strategy::optimistic_cas) validate_identifier(t.version_column);
+  if (!t.version_column.empty()) validate_identifier(t.version_column);
+  if (o.strategy == stock_strategy::optimistic_cas && t.version_column.empty()) {
+    throw invalid_argument("reserve: optimistic_cas needs a version column (stock_table::version_column is empty)");
+  }
   if (o.max_attempts < 1) throw invalid_argument("reserve: max_attempts must be at least 1");
   if (o.idempotency_key) {
     validate_identifier(o.idempotency_table);

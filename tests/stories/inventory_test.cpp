@@ -1,5 +1,7 @@
 // The inventory helpers on this backend: hot-row decrements, multi-item orders, idempotency keys.
 #include <atomic>
+#include <chrono>
+#include <iostream>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -31,6 +33,10 @@ class stock {
     }
   }
   sqllock::stock_table table() const { return {.table = name_}; }
+  const std::string& name() const { return name_; }
+  std::int64_t version(std::int64_t sku) {
+    return query(c_, "SELECT version FROM " + name_ + " WHERE sku = ?", {sku}).at(0).as_int(0);
+  }
   std::int64_t qty(std::int64_t sku) {
     return query(c_, "SELECT qty FROM " + name_ + " WHERE sku = ?", {sku}).at(0).as_int(0);
   }
@@ -248,10 +254,216 @@ TEST_P(Inventory, RowHeldElsewhereEndsInRetriesExhausted) {
   EXPECT_TRUE(sqllock::decrement(c, s.table(), std::int64_t{1}, 1, o).applied());
 }
 
+// Waits until another session's statement on `table` waits for a lock (PostgreSQL, MySQL), so a
+// test can release the lock at a known point of that statement. SQLite: a short sleep (the
+// waiter sits in BEGIN IMMEDIATE's busy loop, which no view shows).
+void wait_until_blocked_on(const std::string& table) {
+  auto probe = make_client();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  std::string sql;
+  switch (current_dialect()) {
+    case sqllock::dialect::postgresql:
+      sql =
+          "SELECT COUNT(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+          " AND query LIKE ?";
+      break;
+    case sqllock::dialect::mysql:
+      // A statement on the table still running (it only stays visible while it waits).
+      sql =
+          "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID()"
+          " AND COMMAND <> 'Sleep' AND INFO LIKE ?";
+      break;
+    case sqllock::dialect::sqlite:
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      return;
+  }
+  int seen = 0;  // two sightings 50 ms apart: waiting, not merely running
+  while (std::chrono::steady_clock::now() < deadline) {
+    seen = query(probe, sql, {"%" + table + "%"}).at(0).as_int(0) > 0 ? seen + 1 : 0;
+    if (seen >= 2) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ADD_FAILURE() << "no statement on " << table << " ever waited for a lock";
+}
+
+TEST_P(Inventory, EveryStrategyBumpsTheVersion) {
+  // Issue 10 item 9: a writer that changes the quantity without bumping the version lets another
+  // writer's version-checked CAS overwrite its change.
+  auto c = make_client();
+  stock s(c, {{1, 10}, {2, 10}});
+  ASSERT_TRUE(sqllock::decrement(c, s.table(), std::int64_t{1}, 1, options()).applied());
+  EXPECT_EQ(s.version(1), 2);
+  ASSERT_TRUE(sqllock::reserve(c, s.table(), {{std::int64_t{1}, 2}, {std::int64_t{2}, 3}}, options()).applied());
+  EXPECT_EQ(s.version(1), 3);
+  EXPECT_EQ(s.version(2), 2);
+  // A refusal changes nothing, the version included.
+  EXPECT_EQ(sqllock::decrement(c, s.table(), std::int64_t{2}, 99, options()).outcome, status::insufficient);
+  EXPECT_EQ(s.version(2), 2);
+}
+
+TEST_P(Inventory, InsufficientReportsTheQuantityCommittedMeanwhile) {
+  // Issue 10 "suspected": on MySQL (REPEATABLE READ) the `available` of an insufficient answer was
+  // read from the transaction's snapshot, taken before another order committed.
+  auto c = make_client();
+  stock s(c, {{1, 5}, {2, 5}});
+  auto other = make_client();
+  auto blocker = other.begin();
+  // Another order holds sku 2 (5 -> 1) until we let it commit.
+  ASSERT_EQ(blocker.execute("UPDATE " + s.name() + " SET qty = 1, version = version + 1 WHERE sku = 2"), 1);
+  reserve_result r;
+  std::string thrown;
+  std::thread order([&] {
+    try {
+      r = sqllock::reserve(c, s.table(), {{std::int64_t{1}, 1}, {std::int64_t{2}, 3}}, options());
+    } catch (const std::exception& e) {
+      thrown = e.what();
+    }
+  });
+  wait_until_blocked_on(s.name());
+  blocker.commit();
+  order.join();
+  ASSERT_EQ(thrown, "");
+  EXPECT_EQ(r.outcome, status::insufficient);
+  EXPECT_EQ(r.failed_item, 1u);
+  EXPECT_EQ(r.available, 1) << "available must be the quantity the refusal was decided on";
+  EXPECT_EQ(s.qty(1), 5);
+  EXPECT_EQ(s.qty(2), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, Inventory,
                          ::testing::Values(stock_strategy::atomic_update, stock_strategy::optimistic_cas,
                                            stock_strategy::for_update),
                          strategy_name);
+
+// Issue 10 item 9: every strategy at once on one row (each thread its own client), each taking 1
+// until the stock is gone. Every acknowledged decrement must be in the table: successes == initial
+// - final, never below 0, and each remaining quantity handed out exactly once.
+TEST(InventoryMix, AllStrategiesAtOnceOnOneRowNeverLoseADecrement) {
+  constexpr int initial = 300;
+  constexpr int per_strategy = 4;
+  const stock_strategy strategies[] = {stock_strategy::atomic_update, stock_strategy::optimistic_cas,
+                                       stock_strategy::for_update};
+  auto admin = make_client();
+  stock s(admin, {{1, initial}});
+  std::vector<sqllock::client> clients;
+  for (int i = 0; i < 3 * per_strategy; ++i) clients.push_back(make_client());
+  std::mutex mu;
+  std::multiset<std::int64_t> seen;
+  std::atomic<int> applied_by[3] = {0, 0, 0};
+  std::atomic<int> exhausted{0}, errors{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 3 * per_strategy; ++t) {
+    threads.emplace_back([&, t] {
+      sqllock::reserve_options o;
+      o.strategy = strategies[t % 3];
+      o.max_attempts = 20;
+      while (std::chrono::steady_clock::now() < deadline) {
+        try {
+          auto r = sqllock::decrement(clients[t], s.table(), std::int64_t{1}, 1, o);
+          if (r.outcome == status::insufficient) return;
+          if (r.outcome == status::retries_exhausted) {
+            ++exhausted;
+            continue;
+          }
+          ASSERT_EQ(r.outcome, status::applied);
+          ++applied_by[t % 3];
+          std::lock_guard lk(mu);
+          seen.insert(r.new_quantity());
+        } catch (const std::exception& e) {
+          ++errors;
+          ADD_FAILURE() << e.what();
+          return;
+        }
+      }
+      ADD_FAILURE() << "a worker was still running after 120 s";
+    });
+  }
+  for (auto& th : threads) th.join();
+  const int applied = applied_by[0] + applied_by[1] + applied_by[2];
+  const auto final_qty = s.qty(1);
+  std::cout << "[ mix      ] applied " << applied << " (atomic_update " << applied_by[0] << ", optimistic_cas "
+            << applied_by[1] << ", for_update " << applied_by[2] << "), final stock " << final_qty
+            << ", lost decrements " << applied - (initial - final_qty) << ", retries_exhausted " << exhausted.load()
+            << "\n";
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_GE(final_qty, 0);
+  EXPECT_EQ(applied, initial - final_qty) << "acknowledged decrements missing from the table";
+  EXPECT_EQ(final_qty, 0);
+  std::multiset<std::int64_t> expected;
+  for (int q = 0; q < initial; ++q) expected.insert(q);
+  EXPECT_EQ(seen, expected) << "each unit was sold exactly once";
+}
+
+// optimistic_cas writes relative to the row (qty = qty - n AND qty >= n), so even a writer outside
+// sqllock that forgets the version (a plain `SET qty = qty - 1`) loses nothing and cannot make it
+// oversell.
+TEST(InventoryMix, CasKeepsADecrementThatLeftTheVersionAlone) {
+  constexpr int initial = 200;
+  auto admin = make_client();
+  stock s(admin, {{1, initial}});
+  std::vector<sqllock::client> clients;
+  for (int i = 0; i < 6; ++i) clients.push_back(make_client());
+  std::atomic<int> cas_applied{0}, plain_applied{0}, errors{0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      sqllock::reserve_options o;
+      o.strategy = stock_strategy::optimistic_cas;
+      o.max_attempts = 20;
+      while (std::chrono::steady_clock::now() < deadline) {
+        try {
+          if (t % 2) {
+            auto tx = clients[t].begin();
+            const auto n = tx.execute("UPDATE " + s.name() + " SET qty = qty - 1 WHERE sku = 1 AND qty >= 1");
+            tx.commit();
+            if (n == 0) return;
+            ++plain_applied;
+          } else {
+            auto r = sqllock::decrement(clients[t], s.table(), std::int64_t{1}, 1, o);
+            if (r.outcome == status::insufficient) return;
+            if (r.applied()) ++cas_applied;
+          }
+        } catch (const sqllock::retryable_error&) {
+          // A deadlock or serialization failure of the plain writer: try again.
+        } catch (const std::exception& e) {
+          ++errors;
+          ADD_FAILURE() << e.what();
+          return;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  const auto final_qty = s.qty(1);
+  std::cout << "[ plain    ] cas " << cas_applied.load() << ", plain " << plain_applied.load() << ", final stock "
+            << final_qty << "\n";
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(final_qty, 0);
+  EXPECT_EQ(cas_applied + plain_applied, initial - final_qty);
+}
+
+// A table without a version column: an empty version_column says so; the strategies that do not
+// need one still work, optimistic_cas is refused.
+TEST(InventoryNoVersion, EmptyVersionColumnMeansNone) {
+  auto c = make_client();
+  const auto name = unique_name("stock_nv");
+  exec(c, "CREATE TABLE " + name + " (sku BIGINT PRIMARY KEY, qty BIGINT NOT NULL)");
+  exec(c, "INSERT INTO " + name + " VALUES (1, 10)");
+  const sqllock::stock_table t{.table = name, .version_column = ""};
+  for (auto strategy : {stock_strategy::atomic_update, stock_strategy::for_update}) {
+    auto r = sqllock::decrement(c, t, std::int64_t{1}, 2, {.strategy = strategy});
+    ASSERT_TRUE(r.applied());
+  }
+  EXPECT_EQ(query(c, "SELECT qty FROM " + name).at(0).as_int(0), 6);
+  EXPECT_THROW(sqllock::decrement(c, t, std::int64_t{1}, 1, {.strategy = stock_strategy::optimistic_cas}),
+               sqllock::invalid_argument);
+  // The default names a version column; a table without it is an error, never a silent skip.
+  EXPECT_THROW(sqllock::decrement(c, {.table = name}, std::int64_t{1}, 1), sqllock::error);
+  EXPECT_EQ(query(c, "SELECT qty FROM " + name).at(0).as_int(0), 6);
+  exec(c, "DROP TABLE " + name);
+}
 
 }  // namespace
 }  // namespace stories

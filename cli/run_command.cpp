@@ -1,23 +1,24 @@
 // `sqllock run`: acquire a lease, run CMD under it with the watchdog renewing, forward signals,
-// kill CMD when the lease is lost, release when CMD ends and pass on CMD's exit code.
+// stop CMD when the lease is lost or about to expire, release when CMD ends and pass on CMD's
+// exit code.
 //
-// Process model: CMD gets a process group of its own. Signals sqllock receives (INT, TERM, HUP,
-// QUIT) go to that whole group, and on lease loss the whole group gets SIGTERM, then SIGKILL after
-// --grace, so a shell script's grandchildren cannot keep working on a resource whose lock is gone.
+// Process model: CMD is started by a supervisor (supervisor.hpp), a subreaper that stops every
+// process CMD started, in CMD's process group or not, when asked, when CMD exits, and when sqllock
+// itself dies (even by SIGKILL). CMD gets a process group of its own. Signals sqllock receives
+// (INT, TERM, HUP, QUIT) go to that whole group. When the lease is not renewed in time, everything
+// gets SIGTERM and then SIGKILL kill_margin before the local expiry estimate (lease_timing); when
+// it is found taken over, SIGTERM, then SIGKILL after --grace.
 // When sqllock runs in the foreground of a terminal, the terminal's foreground is handed to CMD's
 // group while it runs (as a shell does for a job), so interactive commands can read the terminal
 // and Ctrl-C reaches CMD once, directly; Ctrl-Z suspends CMD and sqllock together (see
-// suspend_with). On Linux CMD also gets SIGTERM if sqllock itself dies
-// (PR_SET_PDEATHSIG), because nobody would renew its lease any more.
+// suspend_with).
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
+
 
 #include <atomic>
 #include <cerrno>

@@ -19,7 +19,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 #include <atomic>
 #include <cerrno>
 #include <chrono>

@@ -1,23 +1,23 @@
 // `sqllock run`: acquire a lease, run CMD under it with the watchdog renewing, forward signals,
-// kill CMD when the lease is lost, release when CMD ends and pass on CMD's exit code.
+// stop CMD when the lease is lost or about to expire, release when CMD ends and pass on CMD's
+// exit code.
 //
-// Process model: CMD gets a process group of its own. Signals sqllock receives (INT, TERM, HUP,
-// QUIT) go to that whole group, and on lease loss the whole group gets SIGTERM, then SIGKILL after
-// --grace, so a shell script's grandchildren cannot keep working on a resource whose lock is gone.
+// Process model: CMD is started by a supervisor (supervisor.hpp), a subreaper that stops every
+// process CMD started, in CMD's process group or not, when asked, when CMD exits, and when sqllock
+// itself dies (even by SIGKILL). CMD gets a process group of its own. Signals sqllock receives
+// (INT, TERM, HUP, QUIT) go to that whole group. When the lease is not renewed in time, everything
+// gets SIGTERM and then SIGKILL kill_margin before the local expiry estimate (lease_timing); when
+// it is found taken over, SIGTERM, then SIGKILL after --grace.
 // When sqllock runs in the foreground of a terminal, the terminal's foreground is handed to CMD's
 // group while it runs (as a shell does for a job), so interactive commands can read the terminal
 // and Ctrl-C reaches CMD once, directly; Ctrl-Z suspends CMD and sqllock together (see
-// suspend_with). On Linux CMD also gets SIGTERM if sqllock itself dies
-// (PR_SET_PDEATHSIG), because nobody would renew its lease any more.
+// suspend_with).
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#ifdef __linux__
-#include <sys/prctl.h>
-#endif
 
 #include <atomic>
 #include <cerrno>
@@ -33,6 +33,7 @@
 
 #include "commands.hpp"
 #include "output_format.hpp"
+#include "supervisor.hpp"
 #include "sqllock/client.hpp"
 #include "sqllock/error.hpp"
 #include "sqllock/parse.hpp"
@@ -216,84 +217,32 @@ std::vector<std::string> child_environment(const sqllock::lease_guard& guard) {
   return env;
 }
 
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (auto& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
-struct started_child {
-  pid_t pid = -1;
-  int exec_errno = 0;  ///< non-zero: exec failed with it (the child has exited)
-};
-
-/// fork + exec CMD in a new process group. Between fork and exec the child (of a multi-threaded
-/// parent) only makes async-signal-safe calls; everything is prepared before the fork.
-started_child start_child(std::vector<std::string> command, std::vector<std::string> environment, bool take_terminal) {
-  auto argv = c_strings(command);
-  auto envp = c_strings(environment);
-  int status_pipe[2];
-  if (::pipe2(status_pipe, O_CLOEXEC) != 0) {
-    throw std::runtime_error(std::string("pipe2: ") + std::strerror(errno));
-  }
-  const pid_t parent = ::getpid();
-
-  // Block every signal across fork so the child cannot run our handlers (which would write to
-  // the parent's wake pipe) before it has reset them.
-  sigset_t all, old_mask;
-  sigfillset(&all);
-  ::pthread_sigmask(SIG_SETMASK, &all, &old_mask);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    sigemptyset(&dfl.sa_mask);
-    for (int s = 1; s < 65; ++s) {
-      if (handled[s]) ::sigaction(s, &dfl, nullptr);
-    }
-    ::setpgid(0, 0);
-    if (take_terminal) {
-      // SIGTTOU is still blocked here (all are), so the background child may take the terminal.
-      ::tcsetpgrp(STDIN_FILENO, ::getpid());
-    }
-#ifdef __linux__
-    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (::getppid() != parent) ::_exit(exit_code::lease_lost);  // sqllock already died
-#endif
-    ::sigprocmask(SIG_SETMASK, &command_signal_mask, nullptr);
-    ::execvpe(argv[0], argv.data(), envp.data());
-    const int err = errno;
-    [[maybe_unused]] const ssize_t n = ::write(status_pipe[1], &err, sizeof err);
-    ::_exit(err == ENOENT || err == ENOTDIR ? exit_code::command_not_found : exit_code::cannot_execute);
-  }
-  const int fork_errno = errno;
-  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  ::close(status_pipe[1]);
-  if (pid < 0) {
-    ::close(status_pipe[0]);
-    throw std::runtime_error(std::string("fork: ") + std::strerror(fork_errno));
-  }
-  // Both sides set the group and the terminal, whichever runs first (as shells do).
-  ::setpgid(pid, pid);
-  if (take_terminal) set_terminal_foreground(pid);
-
-  started_child child{pid, 0};
-  int err = 0;
-  ssize_t n;
-  do {
-    n = ::read(status_pipe[0], &err, sizeof err);
-  } while (n < 0 && errno == EINTR);
-  ::close(status_pipe[0]);
-  if (n == static_cast<ssize_t>(sizeof err)) child.exec_errno = err;
-  return child;
-}
-
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return exit_code::software;
+}
+
+/// When `run` stops CMD because the lease is not being renewed. SIGKILL goes kill_margin before the
+/// local expiry estimate (guard.valid_until(): the start of the last successful acquire or renew
+/// plus the TTL, never later than the lease's end in the database), SIGTERM term_lead before that:
+/// the grace, but at most until a third of the TTL is left, so a healthy lease (renewed every third
+/// of its TTL) is never stopped.
+struct lease_timing {
+  std::chrono::milliseconds kill_margin;    ///< TTL/10, at most 1 s
+  std::chrono::milliseconds term_lead;      ///< min(--grace, TTL/3 - kill_margin)
+  std::chrono::milliseconds grace;          ///< --grace
+  std::chrono::milliseconds publish_every;  ///< how often the supervisor learns the lease's end
+};
+
+lease_timing lease_timing_for(const run_options& options) {
+  using std::chrono::milliseconds;
+  lease_timing t{};
+  t.kill_margin = std::clamp(options.ttl / 10, milliseconds(0), milliseconds(1000));
+  t.term_lead = std::clamp(options.grace, milliseconds(0), std::max(options.ttl / 3 - t.kill_margin, milliseconds(0)));
+  t.grace = options.grace;
+  t.publish_every = std::clamp(options.ttl / 6, milliseconds(10), milliseconds(5000));
+  return t;
 }
 
 }  // namespace
@@ -410,69 +359,104 @@ int run_run(const common_options& common, const run_options& options) {
 
     std::fflush(nullptr);
     mark_close_on_exec_except(inherited_fds);
-    const started_child child = start_child(options.command, child_environment(*guard), take_terminal);
-    if (child.exec_errno != 0) {
-      int status = 0;
-      while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
-      }
+    const lease_timing timing = lease_timing_for(options);
+    supervisor_spec spec;
+    spec.command = options.command;
+    spec.environment = child_environment(*guard);
+    spec.inherited_fds.assign(inherited_fds.begin(), inherited_fds.end());
+    spec.take_terminal = take_terminal;
+    spec.default_in_command = handled;
+    spec.command_mask = command_signal_mask;
+    spec.grace = timing.grace;
+    spec.kill_margin = timing.kill_margin;
+    spec.valid_until = guard->valid_until();
+    supervisor child(spec);
+    if (child.exec_errno() != 0) {
+      child.wait();
       if (take_terminal) set_terminal_foreground(::getpgrp());
-      print_error(printable(options.command.front()) + ": " + std::strerror(child.exec_errno));
+      print_error(printable(options.command.front()) + ": " + std::strerror(child.exec_errno()));
       try {
         guard->release();
       } catch (const sqllock::error& e) {
         print_error(std::string("release failed: ") + e.what());
       }
-      return child.exec_errno == ENOENT || child.exec_errno == ENOTDIR ? exit_code::command_not_found
-                                                                       : exit_code::cannot_execute;
+      return child.exec_errno() == ENOENT || child.exec_errno() == ENOTDIR ? exit_code::command_not_found
+                                                                           : exit_code::cannot_execute;
     }
+    const pid_t cmd = child.command_pid();
 
-    // The waiting loop: reap CMD, forward signals, enforce loss.
-    int status = 0;
-    bool wait_failed = false;
-    bool term_sent = false;
+    // The waiting loop: forward signals, relay CMD's stops, and stop everything CMD started when
+    // the lease is lost or about to run out, until the supervisor reports that nothing is left.
+    std::optional<int> status;
+    bool stop_sent = false;
     bool kill_sent = false;
     steady::time_point kill_at{};
     for (;;) {
-      const pid_t r = ::waitpid(child.pid, &status, WNOHANG | (take_terminal ? WUNTRACED : 0));
-      if (r == child.pid && WIFSTOPPED(status)) {
-        suspend_with(child.pid, WSTOPSIG(status));
-        continue;
-      }
-      if (r == child.pid) break;
-      if (r < 0 && errno != EINTR) {
-        // Cannot happen while we own SIGCHLD; never report a made-up exit code as CMD's.
-        print_error(std::string("waitpid: ") + std::strerror(errno));
-        ::kill(-child.pid, SIGKILL);
-        wait_failed = true;
-        break;
-      }
-      if (lost.load() && !term_sent) {
-        print_error("lease on '" + printable(options.name) + "' (fence " + std::to_string(guard->fencing_token()) +
-                    ") was lost: sending SIGTERM to the command, SIGKILL in " + human_duration(options.grace));
-        ::kill(-child.pid, SIGTERM);
-        ::kill(-child.pid, SIGCONT);  // a stopped CMD must be able to act on it
-        term_sent = true;
-        kill_at = steady::now() + options.grace;
-      }
-      int timeout_ms = -1;
-      if (term_sent && !kill_sent) {
-        const auto left = std::chrono::ceil<std::chrono::milliseconds>(kill_at - steady::now());
-        if (left.count() <= 0) {
-          ::kill(-child.pid, SIGKILL);
-          kill_sent = true;
+      const auto now = steady::now();
+      const auto valid_until = guard->valid_until();
+      child.publish_valid_until(valid_until);
+      const auto term_at = valid_until - timing.kill_margin - timing.term_lead;
+      if (!stop_sent && (lost.load() || now >= term_at)) {
+        const std::string fence = std::to_string(guard->fencing_token());
+        if (lost.load() && now < valid_until - timing.kill_margin) {
+          // Taken over or released by force: the lease is gone already; CMD gets the full grace.
+          kill_at = now + options.grace;
+          print_error("lease on '" + printable(options.name) + "' (fence " + fence +
+                      ") was lost: sending SIGTERM to the command, SIGKILL in " + human_duration(options.grace));
         } else {
-          timeout_ms = static_cast<int>(std::min<long long>(left.count(), 1'000'000));
+          // Not renewed in time: everything must be gone kill_margin before the lease can expire.
+          kill_at = std::min(now + options.grace, valid_until - timing.kill_margin);
+          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now);
+          print_error("lease on '" + printable(options.name) + "' (fence " + fence +
+                      ") was not renewed in time and may expire: sending SIGTERM to the command, SIGKILL in " +
+                      human_duration(std::max(left, std::chrono::milliseconds(0))));
+        }
+        child.stop_all(kill_at);
+        // Also directly, should the supervisor be gone.
+        ::kill(-cmd, SIGTERM);
+        ::kill(-cmd, SIGCONT);  // a stopped CMD must be able to act on it
+        stop_sent = true;
+      }
+      if (stop_sent && !kill_sent && steady::now() >= kill_at) {
+        ::kill(-cmd, SIGKILL);
+        kill_sent = true;
+      }
+      auto wake_at = stop_sent ? (kill_sent ? steady::time_point::max() : kill_at)
+                               : std::min(term_at, now + timing.publish_every);
+      int timeout_ms = -1;
+      if (wake_at != steady::time_point::max()) {
+        const auto left = std::chrono::ceil<std::chrono::milliseconds>(wake_at - steady::now());
+        timeout_ms = static_cast<int>(std::clamp<long long>(left.count(), 0, 1'000'000));
+      }
+      pollfd fds[2] = {{pipe.read_fd(), POLLIN, 0}, {child.event_fd(), POLLIN, 0}};
+      if (::poll(fds, 2, timeout_ms) <= 0) continue;  // timeout or EINTR
+      if (fds[0].revents != 0) {
+        for (unsigned char byte : pipe.wait(0)) {
+          if (is_forwarded(byte) && !status) ::kill(-cmd, byte);
         }
       }
-      for (unsigned char byte : pipe.wait(timeout_ms)) {
-        if (is_forwarded(byte)) ::kill(-child.pid, byte);
+      if (fds[1].revents != 0) {
+        const supervisor_event event = child.read_event();
+        if (event.what == supervisor_event::kind::closed) break;  // the supervisor is done
+        if (event.what == supervisor_event::kind::stopped && take_terminal && !status) {
+          suspend_with(cmd, event.value);
+        } else if (event.what == supervisor_event::kind::exited) {
+          status = event.value;
+          if (take_terminal) set_terminal_foreground(::getpgrp());
+        }
       }
     }
+    const int supervisor_status = child.wait();
     if (take_terminal) set_terminal_foreground(::getpgrp());
+    const bool wait_failed = !status.has_value();
+    if (wait_failed) {
+      // The supervisor was killed: CMD got SIGKILL by its death signal; make sure of the group.
+      ::kill(-cmd, SIGKILL);
+      print_error("the command's supervisor ended unexpectedly (wait status " + std::to_string(supervisor_status) +
+                  "); the command was killed");
+    }
 
-    if (lost.load() || guard->lost()) {
-      // Nothing of CMD's group may go on without the lease, not even a straggler.
-      ::kill(-child.pid, SIGKILL);
+    if (lost.load() || guard->lost() || stop_sent) {
       try {
         guard->release();
       } catch (const sqllock::error&) {
@@ -482,7 +466,7 @@ int run_run(const common_options& common, const run_options& options) {
                   std::to_string(exit_code::lease_lost) + ")");
       return exit_code::lease_lost;
     }
-    const int cmd_code = wait_failed ? exit_code::software : exit_code_of(status);
+    const int cmd_code = wait_failed ? exit_code::software : exit_code_of(*status);
     try {
       guard->release();
     } catch (const sqllock::lease_lost& e) {

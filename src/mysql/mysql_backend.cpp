@@ -509,7 +509,7 @@ class mysql_backend final : public backend {
 
   fifo_mutex caller_mutex_;  // callers take turns on their connection in arrival order
   lane_state caller_;
-  std::timed_mutex watchdog_mutex_;  // the watchdog thread, explicit renew() and re-sent releases
+  fifo_mutex watchdog_mutex_;  // the watchdog thread, explicit renew() and re-sent releases
   lane_state watchdog_;
   std::atomic<bool> returning_{true};
   std::atomic<bool> warned_no_socket_{false};

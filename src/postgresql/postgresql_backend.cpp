@@ -354,7 +354,7 @@ class postgresql_backend final : public backend {
 
   fifo_mutex caller_mutex_;  // callers take turns on their connection in arrival order
   lane_connection caller_;
-  std::timed_mutex watchdog_mutex_;  // the watchdog thread, explicit renew() and re-sent releases
+  fifo_mutex watchdog_mutex_;  // the watchdog thread, explicit renew() and re-sent releases
   lane_connection watchdog_;
 
   std::shared_ptr<connection_pool> pool_;

@@ -81,7 +81,7 @@ class sqlite_backend final : public backend {
       }
       exec(db, "COMMIT", "migrate_commit");
       caller_.statements.clear();  // the schema changed: prepare again
-      std::lock_guard<std::timed_mutex> wk(watchdog_mu_);
+      std::lock_guard<fifo_mutex> wk(watchdog_mu_);
       watchdog_.statements.clear();
       return current;
     } catch (...) {
@@ -283,7 +283,7 @@ class sqlite_backend final : public backend {
 
   fifo_mutex caller_mu_;  // callers take turns on their connection in arrival order
   lane_connection caller_;
-  std::timed_mutex watchdog_mu_;  // the watchdog thread, explicit renew() and re-sent releases
+  fifo_mutex watchdog_mu_;  // the watchdog thread, explicit renew() and re-sent releases
   lane_connection watchdog_;
 
   idle_pool<db_handle> idle_;  // transactions' connections

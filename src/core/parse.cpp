@@ -121,10 +121,23 @@ std::size_t userinfo_end(std::string_view rest) {
     std::string_view user = rest.substr(0, std::min(at, rest.find(':')));
     return user.find_first_of("/?&=#") == std::string_view::npos;
   };
-  // Does `text` (what lies between the end of a user-info and a later '@') put that '@' in a query value?
+  // Does `text` (what lies between the end of a user-info and a later '@') read as
+  // host[:port][/path]?key=value, putting that '@' in a query value?
   auto in_query_value = [](std::string_view text) {
     auto q = text.find('?');
-    return q != std::string_view::npos && text.find('=', q) != std::string_view::npos;
+    if (q == std::string_view::npos || text.find('=', q) == std::string_view::npos) return false;
+    std::string_view host = text.substr(0, text.find_first_of("/?"));
+    for (char c : host) {
+      if (!is_authority_char(c)) return false;
+    }
+    if (auto colon = host.rfind(':'); colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
+      std::string_view port = host.substr(colon + 1);
+      if (port.empty()) return false;
+      for (char c : port) {
+        if (c < '0' || c > '9') return false;
+      }
+    }
+    return true;
   };
   std::size_t chosen = std::string_view::npos;
   for (std::size_t at = rest.find('@'); at != std::string_view::npos; at = rest.find('@', at + 1)) {

@@ -698,8 +698,10 @@ TEST_F(PostgreSQL, UrlOptionsTurnOffPreparedStatementsAndNamesAreUniquePerTable)
       a->release();
       b->release();
     }
-    // Waiting by polling works with notifications off.
-    auto held = off.try_acquire(name, {.ttl = 300ms, .auto_renew = false});
+    // Waiting by polling works with notifications off (another client holds it until its TTL).
+    auto other = sqllock::connect(
+        with_param(logged, "sqllock_table=" + t_off + "&sqllock_prepared_statements=off&sqllock_notifications=off"), o);
+    auto held = other.try_acquire(name, {.ttl = 300ms, .auto_renew = false});
     ASSERT_TRUE(held);
     auto waited = off.acquire_for(name, 3s);
     EXPECT_GT(waited.fencing_token(), held->fencing_token());

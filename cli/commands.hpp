@@ -27,6 +27,11 @@ inline constexpr int command_not_found = 127;
 struct common_options {
   std::string url;  ///< --url, else $SQLLOCK_URL, else sqlite:sqllock.db (resolved by resolve_url)
   int verbosity = 0;
+  /// Options of the library's own; each also rides on the URL as a sqllock_ parameter, which wins.
+  std::string table;                     ///< --table (empty: the library's default, sqllock_locks)
+  bool no_notifications = false;         ///< --no-notifications: poll instead of LISTEN/NOTIFY, GET_LOCK
+  bool no_prepared_statements = false;   ///< --no-prepared-statements (PgBouncer in transaction mode)
+  bool allow_unsafe_durability = false;  ///< --allow-unsafe-durability
 };
 
 struct migrate_options {

@@ -24,6 +24,10 @@ void print_error(const std::string& message) {
 
 sqllock::client_options make_client_options(const common_options& common) {
   sqllock::client_options options;
+  if (!common.table.empty()) options.table = common.table;
+  options.notifications = !common.no_notifications;
+  options.prepared_statements = !common.no_prepared_statements;
+  options.allow_unsafe_durability = common.allow_unsafe_durability;
   const int verbosity = common.verbosity;
   options.log = [verbosity](sqllock::log_level level, std::string_view message) {
     const char* label = nullptr;

@@ -50,6 +50,18 @@ int main_impl(int argc, char** argv) {
                     "database URL: postgresql://..., mysql://..., sqlite:PATH, sqlite::memory: "
                     "(default: $SQLLOCK_URL, else sqlite:sqllock.db)");
     cmd->add_flag("-v,--verbose", common.verbosity, "also log the library's info and debug messages");
+    // The library's own options; each may instead ride on the URL (?sqllock_table=...), which wins.
+    cmd->add_option("--table", common.table, "lock table name, optionally schema.name (URL: sqllock_table=NAME)")
+        ->default_str("sqllock_locks");
+    cmd->add_flag("--no-notifications", common.no_notifications,
+                  "poll instead of being woken by the database (LISTEN/NOTIFY, GET_LOCK); for PgBouncer in "
+                  "transaction mode (URL: sqllock_notifications=off)");
+    cmd->add_flag("--no-prepared-statements", common.no_prepared_statements,
+                  "send every statement unprepared; for PgBouncer in transaction mode "
+                  "(URL: sqllock_prepared_statements=off)");
+    cmd->add_flag("--allow-unsafe-durability", common.allow_unsafe_durability,
+                  "connect to a server that flushes commits lazily, accepting that a crash may reuse a fencing "
+                  "token (URL: sqllock_allow_unsafe_durability=on)");
   };
   add_common(&app);
 

@@ -1,10 +1,50 @@
-// sqllock::connect: picks the backend built for the URL's scheme.
+// sqllock::connect: takes sqllock's own sqllock_ parameters off the URL, picks the backend for its scheme.
+#include <cstdio>
+
 #include "core/backend.hpp"
 
 namespace sqllock {
+namespace {
 
-client connect(std::string_view url, const client_options& options) {
-  detail::backend_config config{parse_url(url), options};
+bool flag_value(const std::string& key, const std::string& value) {
+  if (value == "on" || value == "true" || value == "1" || value == "yes") return true;
+  if (value == "off" || value == "false" || value == "0" || value == "no") return false;
+  throw invalid_argument("invalid URL parameter " + key + ": expected on or off (true/false, 1/0, yes/no)");
+}
+
+/// Move every sqllock_ parameter of `url` into `options` (the URL's value wins over the caller's:
+/// the URL is where a deployment says how to reach its database, e.g. through PgBouncer).
+void take_url_options(database_url& url, client_options& options) {
+  for (auto it = url.params.begin(); it != url.params.end();) {
+    const std::string& key = it->first;
+    if (!key.starts_with("sqllock_")) {
+      ++it;
+      continue;
+    }
+    const std::string& value = it->second;
+    if (key == "sqllock_table") {
+      options.table = value;
+    } else if (key == "sqllock_notifications") {
+      options.notifications = flag_value(key, value);
+    } else if (key == "sqllock_prepared_statements") {
+      options.prepared_statements = flag_value(key, value);
+    } else if (key == "sqllock_allow_unsafe_durability") {
+      options.allow_unsafe_durability = flag_value(key, value);
+    } else {
+      throw invalid_argument("unknown URL parameter " + key +
+                             " (known: sqllock_table, sqllock_notifications, sqllock_prepared_statements, "
+                             "sqllock_allow_unsafe_durability)");
+    }
+    it = url.params.erase(it);
+  }
+}
+
+}  // namespace
+
+client connect(std::string_view url, const client_options& caller_options) {
+  detail::backend_config config{parse_url(url), caller_options};
+  take_url_options(config.url, config.options);
+  const client_options& options = config.options;
   validate_identifier(options.table);
   validate_identifier(options.table + "_schema");
   if (options.poll_min.count() < 1 || options.poll_max < options.poll_min) {

@@ -37,8 +37,10 @@ enum class holder_scope {
 
 /// How a client connects and behaves. Every option of sqllock's own may also ride on the URL as a
 /// query parameter prefixed `sqllock_` (`sqllock_table`, `sqllock_notifications=off`,
-/// `sqllock_prepared_statements=off`, `sqllock_allow_unsafe_durability=on`); the URL's value wins,
-/// and those parameters are removed before the URL reaches the driver.
+/// `sqllock_prepared_statements=off`, `sqllock_allow_unsafe_durability=on`; booleans take on/off,
+/// true/false, 1/0, yes/no); the URL's value wins over the field's, and those parameters are
+/// removed before the URL reaches the driver. An unknown `sqllock_` parameter or a bad value is an
+/// invalid_argument naming it. SQLite URLs take them too: `sqlite:locks.db?sqllock_table=jobs`.
 struct client_options {
   /// A label for this client's leases, shown in `status` and `lock_info::holder`. Empty:
   /// "host:pid". It is not an identity: every acquisition also gets an owner id unique to it

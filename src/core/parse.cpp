@@ -1,10 +1,13 @@
 // Validation of everything a user types: URLs, durations, lock names, TTLs, identifiers.
 #include "sqllock/parse.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <limits>
 #include <string>
+#include <vector>
 
+#include "core/url.hpp"
 #include "sqllock/error.hpp"
 #include "sqllock/value.hpp"
 
@@ -94,8 +97,80 @@ std::string percent_decode(std::string_view s, const char* what) {
   return out;
 }
 
+bool is_authority_char(char c) {
+  return is_ident_char(c) || c == '.' || c == '-' || c == '~' || c == '%' || c == ':' || c == ',' || c == '[' ||
+         c == ']';
+}
+
+// Where the user-info of `rest` ends (the '@' before the host), or npos when there is none.
+//
+// RFC 3986 forbids '/', '?' and '@' in a user-info, but generated passwords contain them, and a
+// misread password would land in the host, port or path and be shown. So the user-info ends at the
+// LAST '@' that is followed by something shaped like host[:port] (then '/', '?' or the end) and
+// preceded by a user name without '/', '?', '&' or '=' (which would make the '@' part of a path or
+// query); a password may then hold any character. Two exceptions keep ordinary URLs working: an
+// '@' inside a query value after an earlier such '@' ("u:p@h/db?application_name=a@b"), and
+// "host:PORT/...?k=v@x" without user-info. Anything else with '@' in a path or query: write %40.
+std::size_t userinfo_end(std::string_view rest) {
+  auto valid = [&](std::size_t at) {
+    std::string_view after = rest.substr(at + 1);
+    after = after.substr(0, after.find_first_of("/?"));
+    for (char c : after) {
+      if (!is_authority_char(c)) return false;
+    }
+    std::string_view user = rest.substr(0, std::min(at, rest.find(':')));
+    return user.find_first_of("/?&=#") == std::string_view::npos;
+  };
+  // Does `text` (what lies between the end of a user-info and a later '@') read as
+  // host[:port][/path]?key=value, putting that '@' in a query value?
+  auto in_query_value = [](std::string_view text) {
+    auto q = text.find('?');
+    if (q == std::string_view::npos || text.find('=', q) == std::string_view::npos) return false;
+    std::string_view host = text.substr(0, text.find_first_of("/?"));
+    for (char c : host) {
+      if (!is_authority_char(c)) return false;
+    }
+    if (auto colon = host.rfind(':'); colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
+      std::string_view port = host.substr(colon + 1);
+      if (port.empty()) return false;
+      for (char c : port) {
+        if (c < '0' || c > '9') return false;
+      }
+    }
+    return true;
+  };
+  std::size_t chosen = std::string_view::npos;
+  for (std::size_t at = rest.find('@'); at != std::string_view::npos; at = rest.find('@', at + 1)) {
+    if (!valid(at)) continue;
+    if (chosen != std::string_view::npos && in_query_value(rest.substr(chosen + 1, at - chosen - 1))) break;
+    chosen = at;
+  }
+  if (chosen == std::string_view::npos) return chosen;
+  // "host:5432/db?k=v@x": a port, a path and a query value, not a password.
+  std::string_view info = rest.substr(0, chosen);
+  if (auto colon = info.find(':'); colon != std::string_view::npos) {
+    std::string_view pw = info.substr(colon + 1);
+    std::size_t digits = 0;
+    while (digits < pw.size() && pw[digits] >= '0' && pw[digits] <= '9') ++digits;
+    if (digits >= 1 && digits <= 5 && digits < pw.size() && pw[digits] == '/' && in_query_value(pw)) {
+      return std::string_view::npos;
+    }
+  }
+  return chosen;
+}
+
 void parse_server_url(std::string_view rest, database_url& u) {
   // rest = [user[:password]@]host[:port][/database][?params]
+  if (auto at = userinfo_end(rest); at != std::string_view::npos) {
+    std::string_view userinfo = rest.substr(0, at);
+    rest = rest.substr(at + 1);
+    if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
+      u.user = percent_decode(userinfo.substr(0, colon), "user name");
+      u.password = percent_decode(userinfo.substr(colon + 1), "password");
+    } else {
+      u.user = percent_decode(userinfo, "user name");
+    }
+  }
   std::string_view query;
   if (auto q = rest.find('?'); q != std::string_view::npos) {
     query = rest.substr(q + 1);
@@ -106,16 +181,6 @@ void parse_server_url(std::string_view rest, database_url& u) {
   if (auto slash = rest.find('/'); slash != std::string_view::npos) {
     authority = rest.substr(0, slash);
     path = rest.substr(slash + 1);
-  }
-  if (auto at = authority.rfind('@'); at != std::string_view::npos) {
-    std::string_view userinfo = authority.substr(0, at);
-    authority = authority.substr(at + 1);
-    if (auto colon = userinfo.find(':'); colon != std::string_view::npos) {
-      u.user = percent_decode(userinfo.substr(0, colon), "user name");
-      u.password = percent_decode(userinfo.substr(colon + 1), "password");
-    } else {
-      u.user = percent_decode(userinfo, "user name");
-    }
   }
   std::string_view host = authority;
   std::string_view port;
@@ -140,10 +205,11 @@ void parse_server_url(std::string_view rest, database_url& u) {
   }
   u.host = percent_decode(host, "host");
   if (!port.empty()) {
+    // The text is not repeated: in a malformed URL it may be part of a password.
     int p = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
     if (ec != std::errc() || end != port.data() + port.size() || p < 1 || p > 65535) {
-      throw invalid_argument("invalid URL: port must be a number from 1 to 65535, not '" + printable(port) + "'");
+      throw invalid_argument("invalid URL: the port must be a number from 1 to 65535");
     }
     u.port = p;
   }
@@ -156,30 +222,100 @@ void parse_server_url(std::string_view rest, database_url& u) {
     if (kv.empty()) continue;
     auto eq = kv.find('=');
     if (eq == std::string_view::npos || eq == 0) {
-      throw invalid_argument("invalid URL: query parameter '" + printable(kv) + "' is not key=value");
+      // Not repeated either: it may be the tail of a password.
+      throw invalid_argument("invalid URL: a query parameter is not written key=value");
     }
     u.params[percent_decode(kv.substr(0, eq), "parameters")] = percent_decode(kv.substr(eq + 1), "parameters");
   }
 }
 
+// Percent-encode every byte of `s` except unreserved ones and those in `keep`.
+std::string percent_encode(std::string_view s, std::string_view keep = {}) {
+  static const char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (is_ident_char(ch) || ch == '-' || ch == '.' || ch == '~' || keep.find(ch) != std::string_view::npos) {
+      out += ch;
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+// The URL from its parts; `secrets_shown` false puts *** in place of every credential.
+std::string rebuild(const database_url& u, bool secrets_shown) {
+  std::string out = std::string_view(u.original).starts_with("postgres://") ? "postgres://"
+                    : u.scheme == database_url::kind::mysql                ? "mysql://"
+                                                                           : "postgresql://";
+  // Readable where it cannot be misread: printable ASCII other than the URL's delimiters stays.
+  const std::string_view readable = "!$'()*+,;_";
+  if (!u.user.empty() || !u.password.empty()) {
+    out += percent_encode(u.user, readable);
+    if (!u.password.empty()) out += ":" + (secrets_shown ? percent_encode(u.password) : std::string("***"));
+    out += '@';
+  }
+  if (u.host.find(':') != std::string::npos && u.host.find(',') == std::string::npos) {
+    out += "[" + u.host + "]";
+  } else {
+    out += percent_encode(u.host, ":,");
+  }
+  if (u.port > 0) out += ":" + std::to_string(u.port);
+  if (!u.database.empty()) out += "/" + percent_encode(u.database, readable);
+  char sep = '?';
+  for (const auto& [key, value] : u.params) {
+    out += sep;
+    sep = '&';
+    out += percent_encode(key, readable) + "=";
+    out += !secrets_shown && detail::is_secret_parameter(key) ? std::string("***")
+                                                              : percent_encode(value, std::string(readable) + ":/@");
+  }
+  return out;
+}
+
 }  // namespace
+
+namespace detail {
+
+bool is_secret_parameter(std::string_view key) noexcept {
+  std::string k;
+  for (char c : key) k += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  for (std::string_view word : {"password", "passwd", "secret", "token"}) {
+    if (k.find(word) != std::string::npos) return true;
+  }
+  return k == "pwd" || k == "pass";
+}
+
+std::string driver_uri(const database_url& url) { return rebuild(url, true); }
+
+void scrub_secrets(std::string& text, const database_url& url) {
+  std::vector<std::string> secrets;
+  auto add = [&](const std::string& secret) {
+    if (secret.empty()) return;
+    secrets.push_back(secret);
+    secrets.push_back(percent_encode(secret));
+  };
+  add(url.password);
+  for (const auto& [key, value] : url.params) {
+    if (is_secret_parameter(key)) add(value);
+  }
+  // Longest first, so a secret containing another is replaced whole.
+  std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (const auto& secret : secrets) {
+    for (auto pos = text.find(secret); pos != std::string::npos; pos = text.find(secret, pos + 3)) {
+      text.replace(pos, secret.size(), "***");
+    }
+  }
+}
+
+}  // namespace detail
 
 std::string database_url::redacted() const {
   if (scheme == kind::sqlite) return original;
-  if (password.empty()) return original;
-  // Replace whatever stands between "user:" and the last '@' of the authority by ***.
-  std::string out = original;
-  auto scheme_end = out.find("://");
-  if (scheme_end == std::string::npos) return "<url>";
-  auto auth_start = scheme_end + 3;
-  auto auth_end = out.find_first_of("/?", auth_start);
-  if (auth_end == std::string::npos) auth_end = out.size();
-  auto at = out.rfind('@', auth_end);
-  if (at == std::string::npos || at < auth_start) return out;
-  auto colon = out.find(':', auth_start);
-  if (colon == std::string::npos || colon > at) return out;
-  out.replace(colon + 1, at - colon - 1, "***");
-  return out;
+  return rebuild(*this, false);
 }
 
 database_url parse_url(std::string_view url) {
@@ -192,6 +328,21 @@ database_url parse_url(std::string_view url) {
   if (url.starts_with("sqlite:")) {
     u.scheme = database_url::kind::sqlite;
     std::string_view rest = url.substr(7);
+    // sqllock's own parameters may follow a '?'; any other '?' is part of the file name.
+    if (auto q = rest.find('?'); q != std::string_view::npos && rest.substr(q + 1).starts_with("sqllock_")) {
+      std::string_view query = rest.substr(q + 1);
+      rest = rest.substr(0, q);
+      while (!query.empty()) {
+        auto amp = query.find('&');
+        std::string_view kv = query.substr(0, amp);
+        query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+        auto eq = kv.find('=');
+        if (!kv.starts_with("sqllock_") || eq == std::string_view::npos) {
+          throw invalid_argument("invalid URL: sqlite: URLs take only sqllock_ parameters, written key=value");
+        }
+        u.params[percent_decode(kv.substr(0, eq), "parameters")] = percent_decode(kv.substr(eq + 1), "parameters");
+      }
+    }
     if (rest == ":memory:") {
       u.path = ":memory:";
     } else if (rest.starts_with("///")) {

@@ -21,6 +21,7 @@
 #include <limits>
 #include <map>
 
+#include "core/url.hpp"
 #include "mysql/mysql_connection.hpp"
 #include "sqllock/error.hpp"
 
@@ -178,8 +179,12 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
       throw connection_lost("mysql: cannot connect to " + url.redacted(), std::string(backend_name), "", "connect");
     return c;
   } catch (const sql::SQLException& e) {
-    throw connection_lost("mysql: cannot connect to " + url.redacted() + ": " + redact_server_message(e.what()) +
-                              " (error " + std::to_string(e.getErrorCode()) + ")",
+    // A connect error carries no bound values, only names (database, user, host): keep them all
+    // and remove the secrets, should the driver ever repeat one.
+    std::string reason = e.what();
+    scrub_secrets(reason, url);
+    throw connection_lost("mysql: cannot connect to " + url.redacted() + ": " + reason + " (error " +
+                              std::to_string(e.getErrorCode()) + ")",
                           std::string(backend_name), std::to_string(e.getErrorCode()), "connect");
   }
 }

@@ -38,7 +38,8 @@ inline constexpr std::string_view backend_name = "mysql";
 /// True for the vendor codes that mean the connection is gone.
 bool is_connection_error(int code) noexcept;
 
-/// The server text of an error with every quoted literal replaced (values never leak).
+/// The server text of an error with every quoted value replaced (values never leak); quoted
+/// identifiers (database, table, column, user names) stay readable.
 std::string redact_server_message(std::string_view message);
 
 /// Facts about the server learned once per connection.

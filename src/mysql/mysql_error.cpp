@@ -24,11 +24,28 @@ bool is_connection_error(int code) noexcept {
 }
 
 std::string redact_server_message(std::string_view message) {
-  // Server texts quote values ("Duplicate entry 'x' for key", "near '...'"); drop every quoted
-  // part. A quote opens only after a non-alphanumeric character and closes only before one, so
-  // the apostrophe in "doesn't" stays text.
+  // Server texts quote values ("Duplicate entry 'x' for key", "near '...'") and identifiers
+  // ("Unknown database 'acc'", "Table 'db.t' doesn't exist", "for user 'u'@'h'"). Values are
+  // dropped; identifiers stay, since they are what the reader has to fix. A quoted part is an
+  // identifier when the word before it names one (or it follows '@' or '.' of one). A quote opens
+  // only after a non-alphanumeric character and closes only before one, so the apostrophe in
+  // "doesn't" stays text.
   auto alnum = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  auto names_identifier = [&](std::size_t quote_at) {
+    if (quote_at > 0 && (message[quote_at - 1] == '@' || message[quote_at - 1] == '.')) return true;
+    std::size_t end = quote_at;
+    while (end > 0 && message[end - 1] == ' ') --end;
+    std::size_t begin = end;
+    while (begin > 0 && alnum(message[begin - 1])) --begin;
+    std::string word;
+    for (char c : message.substr(begin, end - begin)) word += static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+    for (std::string_view w : {"database", "table", "column", "key", "schema", "user", "index", "view", "procedure",
+                               "function", "constraint", "in", "tablespace", "sequence", "trigger"}) {
+      if (word == w) return true;
+    }
+    return false;
   };
   std::string out;
   out.reserve(message.size());
@@ -43,6 +60,11 @@ std::string redact_server_message(std::string_view message) {
     while (end < message.size() &&
            !(message[end] == c && (end + 1 == message.size() || !alnum(message[end + 1])))) {
       ++end;
+    }
+    if (end < message.size() && names_identifier(i)) {
+      out.append(message.substr(i, end - i + 1));
+      i = end;
+      continue;
     }
     out += c;
     out += '?';

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "core/fifo_mutex.hpp"
+#include "core/url.hpp"
 #include "postgresql/postgresql_connection.hpp"
 #include "postgresql/postgresql_waker.hpp"
 
@@ -128,7 +129,7 @@ class postgresql_backend final : public backend {
  public:
   explicit postgresql_backend(const backend_config& config)
       : options_(config.options),
-        target_{config.url.original, config.url.redacted(), connect_timeout_of(config.url), true},
+        target_{driver_uri(config.url), config.url.redacted(), config.url, connect_timeout_of(config.url), true},
         table_(config.options.table),
         acquire_(load("lease_acquire", table_)),
         renew_(load("lease_renew", table_)),
@@ -143,7 +144,8 @@ class postgresql_backend final : public backend {
         caller_(target_, options_),
         watchdog_(target_, options_),
         pool_(std::make_shared<connection_pool>(
-            conn_target{config.url.original, config.url.redacted(), connect_timeout_of(config.url)}, options_)) {
+            conn_target{driver_uri(config.url), config.url.redacted(), config.url, connect_timeout_of(config.url)},
+            options_)) {
     validate_conninfo(config.url);
     std::lock_guard lock(caller_mutex_);
     const auto deadline = steady::now() + target_.connect_timeout;

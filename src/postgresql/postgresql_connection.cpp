@@ -13,39 +13,14 @@
 #include <utility>
 #include <variant>
 
+#include "core/url.hpp"
 #include "postgresql/postgresql_connection.hpp"
 
 namespace sqllock::detail::pg {
 
-namespace {
-
-// Replace every occurrence of `secret` in `text` with "***".
-void scrub(std::string& text, std::string_view secret) {
-  if (secret.empty()) return;
-  for (std::size_t pos = text.find(secret); pos != std::string::npos; pos = text.find(secret, pos)) {
-    text.replace(pos, secret.size(), "***");
-    pos += 3;
-  }
-}
-
-// The password exactly as written in the URL (still percent-encoded), or "".
-std::string_view raw_password(std::string_view url) {
-  auto scheme = url.find("://");
-  if (scheme == std::string_view::npos) return {};
-  auto rest = url.substr(scheme + 3);
-  auto at = rest.rfind('@', rest.find_first_of("/?"));
-  if (at == std::string_view::npos) return {};
-  auto userinfo = rest.substr(0, at);
-  auto colon = userinfo.find(':');
-  if (colon == std::string_view::npos) return {};
-  return userinfo.substr(colon + 1);
-}
-
-}  // namespace
-
 void validate_conninfo(const database_url& url) {
   char* err = nullptr;
-  PQconninfoOption* opts = PQconninfoParse(url.original.c_str(), &err);
+  PQconninfoOption* opts = PQconninfoParse(driver_uri(url).c_str(), &err);
   if (opts) {
     PQconninfoFree(opts);
     return;
@@ -53,8 +28,7 @@ void validate_conninfo(const database_url& url) {
   std::string reason = err ? err : "unparsable connection URL";
   if (err) PQfreemem(err);
   while (!reason.empty() && (reason.back() == '\n' || reason.back() == ' ')) reason.pop_back();
-  scrub(reason, url.password);
-  scrub(reason, raw_password(url.original));
+  scrub_secrets(reason, url);
   throw invalid_argument("invalid PostgreSQL URL " + url.redacted() + ": " + reason);
 }
 
@@ -125,7 +99,8 @@ conn_ptr connect(const conn_target& target, const client_options* log, std::chro
     st = PQconnectPoll(conn.get());
   }
   if (PQstatus(conn.get()) != CONNECTION_OK) {
-    const std::string reason = one_line(PQerrorMessage(conn.get()));
+    std::string reason = one_line(PQerrorMessage(conn.get()));
+    scrub_secrets(reason, target.source);
     if (pin && reason.find("unsupported startup parameter") != std::string::npos) {
       // A pooler that tracks only a few startup parameters (PgBouncer): go without ours.
       target.startup_options_refused->store(true);

@@ -41,6 +41,7 @@ using conn_ptr = std::unique_ptr<PGconn, conn_deleter>;
 struct conn_target {
   std::string url;       ///< the URL for libpq (contains the password: never log it)
   std::string redacted;  ///< the URL without password, for messages
+  database_url source;   ///< the parsed URL: its secrets are scrubbed from libpq's messages
   /// Bound on making a connection: the URL's connect_timeout (seconds), else 10 s.
   std::chrono::milliseconds connect_timeout{10000};
   /// Ask for READ COMMITTED in the startup packet (`options=-c default_transaction_isolation=...`),

@@ -369,6 +369,80 @@ TEST_F(cli, password_never_printed) {
   EXPECT_EQ(r.err.find(secret), std::string::npos) << r.err;
 }
 
+// Every credential form, against a host or port nobody answers on, and a password holding the
+// URL's delimiters: neither output stream ever shows it.
+TEST_F(cli, password_in_any_form_never_printed) {
+  const std::string secret = "Hunter2x";
+  std::vector<std::string> urls;
+  for (const std::string host : {"127.0.0.1:1", "127.0.0.1:0", "127.0.0.1:99999", "127.0.0.1:port"}) {
+    urls.push_back("postgresql://alice:" + secret + "@" + host + "/db?connect_timeout=2");
+    urls.push_back("postgresql://alice@" + host + "/db?password=" + secret + "&connect_timeout=2");
+    urls.push_back("postgresql://alice@" + host + "/db?sslpassword=" + secret + "&connect_timeout=2");
+    urls.push_back("postgresql://alice:" + secret + "?x@" + host + "/db?connect_timeout=2");
+    urls.push_back("postgresql://alice:" + secret + "/x@" + host + "/db?connect_timeout=2");
+    urls.push_back("postgresql://alice:" + secret + "@x:y@" + host + "/db?connect_timeout=2");
+    urls.push_back("mysql://alice:" + secret + "?x/y@" + host + "/db?connect_timeout=2");
+  }
+  for (const auto& url : urls) {
+    for (const auto& args : std::vector<std::vector<std::string>>{{"status", "--url", url}, {"migrate", "--url", url}}) {
+      const auto r = sqllock(args);
+      EXPECT_TRUE(r.exit_code == 64 || r.exit_code == 69) << r.exit_code << " " << r.err;
+      EXPECT_EQ(r.out.find(secret), std::string::npos) << url << ": " << r.out;
+      EXPECT_EQ(r.err.find(secret), std::string::npos) << url << ": " << r.err;
+    }
+  }
+}
+
+// migrate's success line shows the URL: with a libpq password= parameter it must not show it.
+TEST_F(cli, migrate_on_postgresql_never_prints_a_password_parameter) {
+  const char* env_url = std::getenv("SQLLOCK_TEST_POSTGRESQL_URL");
+  ASSERT_TRUE(env_url && *env_url) << "SQLLOCK_TEST_POSTGRESQL_URL is not set (a failure, not a skip)";
+  // postgresql://user:PASSWORD@host:port/db -> postgresql://user@host:port/db?password=PASSWORD
+  const std::string u = env_url;
+  const auto scheme_end = u.find("://") + 3;
+  const auto at = u.rfind('@');
+  const auto colon = u.find(':', scheme_end);
+  ASSERT_TRUE(at != std::string::npos && colon < at) << "the test URL needs a password";
+  const std::string password = u.substr(colon + 1, at - colon - 1);
+  std::string rest = u.substr(at);  // @host:port/db[?...]
+  const std::string table = "cli_pw_" + std::to_string(::getpid());
+  const std::string url = u.substr(0, colon) + rest + (rest.find('?') == std::string::npos ? "?" : "&") +
+                          "password=" + password + "&sqllock_table=" + table;
+  for (int i = 0; i < 2; ++i) {
+    const auto r = sqllock({"migrate", "--url", url});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("schema version"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find(password), std::string::npos) << r.out;
+    EXPECT_EQ(r.err.find(password), std::string::npos) << r.err;
+  }
+  const auto r = sqllock({"status", "--url", url, "--no-prepared-statements", "--no-notifications"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find(password), std::string::npos) << r.out;
+}
+
+// The library's own options as flags and as sqllock_ URL parameters.
+TEST_F(cli_unmigrated, table_flag_and_url_parameter_select_the_lock_table) {
+  EXPECT_EQ(sqllock({"migrate", "--url", url_, "--table", "other_locks"}).exit_code, 0);
+  // The default table was not created, the named one was.
+  EXPECT_EQ(sqllock({"status", "--url", url_}).exit_code, 69);
+  EXPECT_EQ(sqllock({"status", "--url", url_, "--table", "other_locks"}).exit_code, 0);
+  EXPECT_EQ(sqllock({"status", "--url", url_ + "?sqllock_table=other_locks"}).exit_code, 0);
+  const std::string marker = path("ran");
+  auto r = sqllock({"run", "--url", url_ + "?sqllock_table=other_locks&sqllock_notifications=off", "--name", "j",
+                    "--no-notifications", "--no-prepared-statements", "--", "touch", marker});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(file_exists(marker));
+  r = sqllock({"status", "--url", url_ + "?sqllock_bogus=1"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("sqllock_bogus"), std::string::npos) << r.err;
+  r = sqllock({"status", "--url", url_, "--table", "bad-name"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  r = sqllock({"run", "--help"});
+  for (const char* flag : {"--table", "--no-notifications", "--no-prepared-statements", "--allow-unsafe-durability"}) {
+    EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Database unavailable or schema missing: 69.
 

@@ -693,3 +693,24 @@ TEST(MysqlWake, EachOfSeveralWatchedNamesIsWokenByItsRelease) {
 }
 
 }  // namespace
+
+// Secrets are redacted, identifiers are not: "Unknown database 'x'" names the database to fix,
+// and the password never appears.
+TEST(MysqlErrors, AnUnknownDatabaseIsNamedAndThePasswordIsNot) {
+  std::string base = env("SQLLOCK_TEST_MYSQL_ADMIN_URL");
+  if (base.empty()) base = url();
+  const sqllock::database_url parsed = sqllock::parse_url(base);
+  ASSERT_FALSE(parsed.password.empty()) << "the test URL needs a password";
+  const std::string db = unique_name("nosuch_db");
+  const auto slash = base.find('/', base.rfind('@'));
+  ASSERT_NE(slash, std::string::npos);
+  const std::string bad = base.substr(0, slash + 1) + db;
+  try {
+    sqllock::connect(bad);
+    ADD_FAILURE() << "connected to a database that does not exist";
+  } catch (const sqllock::error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'" + db + "'"), std::string::npos) << what;
+    EXPECT_EQ(what.find(parsed.password), std::string::npos) << what;
+  }
+}

@@ -5,6 +5,8 @@
 #include <poll.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <iterator>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/text.hpp"
 #include "postgresql/postgresql_connection.hpp"
 #include "sqllock/postgresql.hpp"
 #include "sqllock/sqllock.hpp"
@@ -659,6 +662,95 @@ TEST_F(PostgreSQL, BadUrlsAndCredentialsNeverEchoThePassword) {
   auto c = sqllock::connect(url(), o);
   EXPECT_EQ(c.schema_version(), 0);
   EXPECT_THROW(c.try_acquire("x"), sqllock::schema_missing);
+}
+
+// sqllock_ URL parameters reach the options and never libpq (which rejects unknown URI
+// parameters); with prepared statements off nothing is prepared on the server, and two lock
+// tables in one process use different statement names. The statements are seen in the server
+// log: the admin URL asks for log_statement=all on sqllock's own sessions only.
+TEST_F(PostgreSQL, UrlOptionsTurnOffPreparedStatementsAndNamesAreUniquePerTable) {
+  const std::string log = env("SQLLOCK_TEST_POSTGRESQL_LOG");
+  ASSERT_FALSE(log.empty()) << "SQLLOCK_TEST_POSTGRESQL_LOG is not set (scripts/postgresql-server.sh sets it)";
+  const auto log_size = std::filesystem::file_size(log);
+  const std::string logged = with_param(admin_url(), "options=-c%20log_statement%3Dall");
+  const std::string t_on = unique("pg_url_on"), t_off = unique("pg_url_off");
+  auto tag = [](const std::string& table) {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%08x", static_cast<unsigned>(sqllock::detail::fnv1a(table) & 0xffffffffu));
+    return "sqllock_" + std::string(buf) + "_";
+  };
+  {
+    // The caller's options say otherwise: the URL wins.
+    sqllock::client_options o;
+    o.require_schema = false;
+    o.table = "pg_not_this_table";
+    auto on = sqllock::connect(with_param(logged, "sqllock_table=" + t_on), o);
+    auto off = sqllock::connect(
+        with_param(logged, "sqllock_table=" + t_off + "&sqllock_prepared_statements=off&sqllock_notifications=off"), o);
+    on.migrate();
+    off.migrate();
+    const std::string name = unique("pg_url_name");
+    for (int i = 0; i < 3; ++i) {
+      auto a = on.try_acquire(name, {.ttl = 5s});
+      auto b = off.try_acquire(name, {.ttl = 5s});  // another table: no conflict
+      ASSERT_TRUE(a && b);
+      EXPECT_EQ(off.inspect(name)->fencing_token, b->fencing_token());
+      a->release();
+      b->release();
+    }
+    // Waiting by polling works with notifications off (another client holds it until its TTL).
+    auto other = sqllock::connect(
+        with_param(logged, "sqllock_table=" + t_off + "&sqllock_prepared_statements=off&sqllock_notifications=off"), o);
+    auto held = other.try_acquire(name, {.ttl = 300ms, .auto_renew = false});
+    ASSERT_TRUE(held);
+    auto waited = off.acquire_for(name, 3s);
+    EXPECT_GT(waited.fencing_token(), held->fencing_token());
+  }
+  pg_handle h(admin_url());
+  h.run("DROP TABLE IF EXISTS " + t_on + ", " + t_on + "_schema, " + t_off + ", " + t_off + "_schema");
+
+  std::string text;
+  for (int attempt = 0; attempt < 50; ++attempt) {  // the log is written asynchronously
+    std::ifstream in(log);
+    in.seekg(static_cast<std::streamoff>(log_size));
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    if (text.find(t_off) != std::string::npos && text.find(tag(t_on)) != std::string::npos) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_NE(text.find("execute " + tag(t_on) + "lease_acquire"), std::string::npos)
+      << "prepared statements on: the named statement runs";
+  EXPECT_NE(text.find(t_off), std::string::npos) << "the off client's statements are logged too";
+  EXPECT_EQ(text.find(tag(t_off)), std::string::npos) << "prepared statements off: nothing named is prepared";
+  EXPECT_NE(tag(t_on), tag(t_off));
+  EXPECT_EQ(text.find("sqllock_prepared_statements"), std::string::npos) << "the parameter reached the server";
+
+  // Unknown or bad sqllock_ parameters are invalid arguments naming the parameter.
+  for (const std::string kv : {"sqllock_foo=1", "sqllock_prepared_statements=maybe"}) {
+    try {
+      sqllock::connect(with_param(url(), kv));
+      ADD_FAILURE() << "accepted " << kv;
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(kv.substr(0, kv.find('='))), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A password given as a libpq parameter, or percent-encoded, reaches libpq; no message shows it.
+TEST_F(PostgreSQL, PasswordParameterAndEncodedPasswordConnect) {
+  const std::string u = url();
+  const sqllock::database_url p = sqllock::parse_url(u);
+  ASSERT_FALSE(p.password.empty());
+  const auto at = u.rfind('@');
+  const std::string as_param = u.substr(0, u.find(':', u.find("://") + 3)) + with_param(u.substr(at), "password=" + p.password);
+  EXPECT_NO_THROW(sqllock::connect(as_param).list_locks()) << sqllock::parse_url(as_param).redacted();
+  EXPECT_EQ(sqllock::parse_url(as_param).redacted().find(p.password), std::string::npos);
+  const std::string wrong = u.substr(0, u.find(':', u.find("://") + 3)) + with_param(u.substr(at), "password=Wr0ng?/@pw");
+  try {
+    sqllock::connect(wrong);
+    ADD_FAILURE() << "a wrong password connected";
+  } catch (const sqllock::error& e) {
+    EXPECT_EQ(std::string(e.what()).find("Wr0ng"), std::string::npos) << e.what();
+  }
 }
 
 // ---- the seam directly ----

@@ -1,8 +1,12 @@
 // Unit tests of input validation: URLs, durations, lock names, TTLs, identifiers.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "sqllock/error.hpp"
 #include "sqllock/parse.hpp"
+#include "sqllock/sqllock.hpp"
 
 using namespace std::chrono_literals;
 using sqllock::database_url;
@@ -37,6 +41,98 @@ TEST(ParseUrl, RedactedNeverShowsThePassword) {
   EXPECT_EQ(u.redacted(), "postgresql://app:***@db:5432/x?sslmode=require");
   EXPECT_EQ(sqllock::parse_url("mysql://app:a:b@c@db/x").redacted(), "mysql://app:***@db/x");
   EXPECT_EQ(sqllock::parse_url("mysql://app@db/x").redacted(), "mysql://app@db/x");
+}
+
+TEST(ParseUrl, PasswordsWithDelimitersAreReadAsPasswords) {
+  // The user-info ends at the last '@' before the host, so '?', '/', '@' and ':' stay in the password.
+  for (const std::string pw : {"hun?ter2", "hun/ter2", "p@ss:w/rd?x=1", "a:b@c", "x?y/z@w"}) {
+    for (const std::string scheme : {"postgresql", "mysql"}) {
+      const auto u = sqllock::parse_url(scheme + "://app:" + pw + "@db.example:5432/shop?connect_timeout=3");
+      EXPECT_EQ(u.password, pw);
+      EXPECT_EQ(u.user, "app");
+      EXPECT_EQ(u.host, "db.example");
+      EXPECT_EQ(u.port, 5432);
+      EXPECT_EQ(u.database, "shop");
+      EXPECT_EQ(u.params.at("connect_timeout"), "3");
+      EXPECT_EQ(u.redacted(), scheme + "://app:***@db.example:5432/shop?connect_timeout=3");
+    }
+  }
+  // Percent-encoding keeps working.
+  EXPECT_EQ(sqllock::parse_url("postgresql://app:hun%2Fter%3F2%40x@db/x").password, "hun/ter?2@x");
+  // No password: '@' in a query value or after a port stays in the query.
+  auto q = sqllock::parse_url("postgresql://app:pw@db/x?application_name=job@node1");
+  EXPECT_EQ(q.password, "pw");
+  EXPECT_EQ(q.host, "db");
+  EXPECT_EQ(q.params.at("application_name"), "job@node1");
+  auto n = sqllock::parse_url("postgresql://db:5432/x?application_name=job@node1");
+  EXPECT_EQ(n.user, "");
+  EXPECT_EQ(n.host, "db");
+  EXPECT_EQ(n.params.at("application_name"), "job@node1");
+  auto m = sqllock::parse_url("postgresql://db/x?application_name=a@b");
+  EXPECT_EQ(m.user, "");
+  EXPECT_EQ(m.params.at("application_name"), "a@b");
+}
+
+TEST(ParseUrl, SecretParametersAreRedactedAndIdentifiersStay) {
+  const auto u = sqllock::parse_url(
+      "postgresql://app@db.example:5432/acc?sslmode=require&password=Hunter2x&sslpassword=K3yPass&"
+      "sqllock_table=jobs");
+  const std::string r = u.redacted();
+  EXPECT_EQ(r.find("Hunter2x"), std::string::npos) << r;
+  EXPECT_EQ(r.find("K3yPass"), std::string::npos) << r;
+  EXPECT_NE(r.find("password=***"), std::string::npos) << r;
+  EXPECT_NE(r.find("sslpassword=***"), std::string::npos) << r;
+  for (const char* readable : {"app@", "db.example:5432", "/acc", "sslmode=require", "sqllock_table=jobs"}) {
+    EXPECT_NE(r.find(readable), std::string::npos) << readable << " in " << r;
+  }
+  const auto both = sqllock::parse_url("postgres://app:Hunter2x@db/acc?password=Hunter2x");
+  EXPECT_EQ(both.redacted().find("Hunter2x"), std::string::npos) << both.redacted();
+  EXPECT_EQ(both.redacted().rfind("postgres://", 0), 0u) << both.redacted();
+}
+
+TEST(ParseUrl, ErrorsNeverRepeatAPasswordInAnyForm) {
+  const std::string pw = "Hunter2x";
+  for (const std::string& bad :
+       {"postgresql://u:" + pw + "?@db:0/x", "postgresql://u:" + pw + "/x@db:abc/x", "mysql://u:" + pw + "@h:65536/db",
+        "postgresql://u:" + pw + "?@[::1/x", "postgresql://u:p@db/x?" + pw, "postgresql://u:" + pw + "%zz@db/x",
+        "mysql://u:" + pw + "?a@h:12a/db", "postgresql://u:" + pw + "@db:/x"}) {
+    try {
+      sqllock::parse_url(bad);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).find(pw), std::string::npos) << bad << " -> " << e.what();
+    }
+  }
+}
+
+TEST(ConnectUrlOptions, UnknownOrBadSqllockParametersAreInvalidArguments) {
+  for (const std::string& url :
+       {std::string("sqlite::memory:?sqllock_foo=1"), std::string("sqlite::memory:?sqllock_notifications=maybe"),
+        std::string("sqlite::memory:?sqllock_table=bad-name")}) {
+    try {
+      sqllock::connect(url, {.require_schema = false});
+      ADD_FAILURE() << "accepted: " << url;
+    } catch (const sqllock::invalid_argument& e) {
+      const std::string key = url.substr(url.find('?') + 1, url.find('=') - url.find('?') - 1);
+      if (key != "sqllock_table") EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+  // Known ones are taken off the URL, and win over client_options: the table named there is used.
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("sqllock_url_opts_" + std::to_string(::getpid()) + ".db")).string();
+  std::filesystem::remove(file);
+  {
+    auto c = sqllock::connect("sqlite:" + file + "?sqllock_table=url_jobs&sqllock_notifications=off",
+                              {.table = "ignored_table", .require_schema = false});
+    c.migrate();
+    EXPECT_TRUE(c.try_acquire("job"));
+  }
+  EXPECT_NO_THROW(sqllock::connect("sqlite:" + file, {.table = "url_jobs"}));
+  EXPECT_THROW(sqllock::connect("sqlite:" + file, {.table = "ignored_table"}), sqllock::schema_missing);
+  EXPECT_THROW(sqllock::connect("sqlite:" + file), sqllock::schema_missing);
+  std::filesystem::remove(file);
+  std::filesystem::remove(file + "-wal");
+  std::filesystem::remove(file + "-shm");
 }
 
 TEST(ParseUrl, BadUrlsAreInvalidArguments) {

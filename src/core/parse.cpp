@@ -198,12 +198,15 @@ void parse_server_url(std::string_view rest, database_url& u) {
     port = authority.substr(colon + 1);
     if (port.empty()) throw invalid_argument("invalid URL: empty port");
   }
-  for (char c : host) {
-    if (c == '/' || c == '@' || c == ' ' || static_cast<unsigned char>(c) < 0x20) {
+  const bool bracketed = !authority.empty() && authority.front() == '[';
+  u.host = percent_decode(host, "host");
+  // Checked after decoding: an escaped '@' or ':' in a host would read back as user-info or port.
+  for (char c : u.host) {
+    if (c == '/' || c == '@' || c == ' ' || c == '?' || c == '#' || static_cast<unsigned char>(c) < 0x20 ||
+        (c == ':' && !bracketed && u.host.find(',') == std::string::npos) || (c == ',' && bracketed)) {  // h1:5432,h2 is libpq's host list
       throw invalid_argument("invalid URL: bad character in host name");
     }
   }
-  u.host = percent_decode(host, "host");
   if (!port.empty()) {
     // The text is not repeated: in a malformed URL it may be part of a password.
     int p = 0;
@@ -259,7 +262,7 @@ std::string rebuild(const database_url& u, bool secrets_shown) {
     out += '@';
   }
   if (u.host.find(':') != std::string::npos && u.host.find(',') == std::string::npos) {
-    out += "[" + u.host + "]";
+    out += "[" + percent_encode(u.host, ":") + "]";
   } else {
     out += percent_encode(u.host, ":,");
   }
@@ -271,7 +274,7 @@ std::string rebuild(const database_url& u, bool secrets_shown) {
     sep = '&';
     out += percent_encode(key, readable) + "=";
     out += !secrets_shown && detail::is_secret_parameter(key) ? std::string("***")
-                                                              : percent_encode(value, std::string(readable) + ":/@");
+                                                              : percent_encode(value, std::string(readable) + ":/");  // '@' escaped: it would read back as user-info
   }
   return out;
 }

@@ -135,6 +135,21 @@ TEST(ConnectUrlOptions, UnknownOrBadSqllockParametersAreInvalidArguments) {
   std::filesystem::remove(file + "-shm");
 }
 
+// Found by fuzz_url: an escaped '@' or ':' in a host read back from redacted() as user-info or
+// port, and a bracketed host was written back with raw bytes; libpq's host list keeps working.
+TEST(ParseUrl, HostsReadBackFromRedactedAsTheSameHost) {
+  auto list = sqllock::parse_url("postgresql://u:pw@h1:5432,h2:5433/db");
+  EXPECT_EQ(list.host, "h1:5432,h2");
+  EXPECT_EQ(list.port, 5433);
+  EXPECT_EQ(sqllock::parse_url(list.redacted()).host, list.host);
+  auto v6 = sqllock::parse_url("postgresql://u:pw@[::f%ff1]:5432/db");
+  auto back = sqllock::parse_url(v6.redacted());
+  EXPECT_EQ(back.host, v6.host);
+  EXPECT_EQ(back.password, "***");
+  EXPECT_THROW(sqllock::parse_url("mysql://user:pw:40%40x127.0.0.1:3306/db"), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::parse_url("mysql://a%3Ab:3306/db"), sqllock::invalid_argument);
+}
+
 TEST(ParseUrl, BadUrlsAreInvalidArguments) {
   for (const char* bad : {"", "sqlite:", "sqlite://h/x", "http://x/y", "mysql://h", "mysql://u:pw@h:0/db",
                           "mysql://u:pw@h:65536/db", "mysql://u:pw@h:12a/db", "postgresql://u:pw@h:/db",

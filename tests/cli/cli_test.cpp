@@ -1014,3 +1014,58 @@ TEST_F(cli, status_json_escapes_names_and_release_force_empties_it) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Issue 15: the command as natural as flock(1).
+
+
+// Unknown commands and flags say what was wrong, with the closest match; `help` works;
+// -V prints the version with the backends built in.
+TEST_F(cli, unknown_commands_and_flags_name_the_mistake_and_help_works) {
+  auto r = sqllock({"statsu", "--url", url_});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'statsu'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'status'?"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("subcommand is required"), std::string::npos) << r.err;
+
+  r = sqllock({"--url", url_, "relaese", "--name", "x"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'relaese'; did you mean 'release'?"), std::string::npos) << r.err;
+
+  r = sqllock({"xyzzy-nothing-like-it"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'xyzzy-nothing-like-it'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+
+  r = sqllock({"run", "--url", url_, "--nmae", "job", "--", "true"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown option '--nmae'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean '--name'?"), std::string::npos) << r.err;
+
+  r = sqllock({"status", "--url", url_, "--jsno"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown option '--jsno' for 'status'; did you mean '--json'?"), std::string::npos) << r.err;
+
+  r = sqllock({});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("missing command"), std::string::npos) << r.err;
+
+  r = sqllock({"help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* cmd : {"migrate", "run", "status", "release"}) EXPECT_NE(r.out.find(cmd), std::string::npos) << r.out;
+  r = sqllock({"help", "run"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--ttl"), std::string::npos) << r.out;
+  r = sqllock({"help", "statsu"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'statsu'; did you mean 'status'?"), std::string::npos) << r.err;
+
+  const auto version = sqllock({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  r = sqllock({"-V"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, version.out);
+  EXPECT_EQ(r.out.rfind("sqllock ", 0), 0u) << r.out;
+  // This build has all three backends (the test build configures them ON).
+  EXPECT_NE(r.out.find("backends: sqlite postgresql mysql"), std::string::npos) << r.out;
+}

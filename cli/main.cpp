@@ -199,7 +199,11 @@ int main_impl(int argc, char** argv) {
       ->capture_default_str();
   CLI::Option* holder_opt =
       run_cmd->add_option("--holder", holder_text, "holder id to store (default host:pid:random)");
-  run_cmd->add_option("command", run.command, "CMD ARGS... (after --)")->required();
+  // As in flock(1): every argument from CMD on is CMD's, even ones that look like our flags, so
+  // `sqllock run --name job ls -la` runs `ls -la`; `--` before CMD still works.
+  run_cmd->add_option("command", run.command, "CMD ARGS...: the command to run; every argument after CMD is CMD's")
+      ->required();
+  run_cmd->positionals_at_end(true);
 
   // status
   status_options status;

@@ -1069,3 +1069,26 @@ TEST_F(cli, unknown_commands_and_flags_name_the_mistake_and_help_works) {
   // This build has all three backends (the test build configures them ON).
   EXPECT_NE(r.out.find("backends: sqlite postgresql mysql"), std::string::npos) << r.out;
 }
+
+// Like `flock FILE CMD ARGS`, every argument after CMD is CMD's, flags included.
+TEST_F(cli, run_takes_every_argument_after_the_command_without_a_double_dash) {
+  const std::string out = path("args");
+  auto r = sqllock({"run", "--url", url_, "--name", "job", "/bin/sh", "-c", "printf '%s|' \"$@\" > " + out, "sh", "-la",
+                    "--name", "other", "--ttl", "0s", "--", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(out), "-la|--name|other|--ttl|0s|--|--help|");
+
+  // The brief's own example: `ls -la` runs as `ls -la`.
+  r = sqllock({"run", "--url", url_, "--name", "job", "ls", "-la", dir_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("locks.db"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".."), std::string::npos) << "-a was not passed to ls: " << r.out;
+
+  // `--` still works, and the flags before CMD are still sqllock's.
+  r = sqllock({"run", "--url", url_, "--name", "job", "--ttl", "5s", "--", "/bin/sh", "-c",
+               "printf '%s|' \"$@\" > " + out, "sh", "--", "-x"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(out), "--|-x|");
+  r = sqllock({"run", "--url", url_, "--name", "job", "--ttl", "5x", "true"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+}

@@ -17,6 +17,7 @@ inline constexpr int failure = 1;        ///< an error outside the contract's ca
 inline constexpr int usage = 64;         ///< EX_USAGE: bad flag, duration, name or URL
 inline constexpr int unavailable = 69;   ///< EX_UNAVAILABLE: database unreachable or schema missing
 inline constexpr int software = 70;      ///< EX_SOFTWARE: an unexpected internal error
+inline constexpr int io_error = 74;      ///< EX_IOERR: our own output could not be written
 inline constexpr int not_acquired = 75;  ///< EX_TEMPFAIL: lock not acquired within --wait
 inline constexpr int lease_lost = 76;    ///< the lease was lost while CMD ran
 inline constexpr int cannot_execute = 126;

@@ -293,10 +293,20 @@ int main_impl(int argc, char** argv) {
 }  // namespace sqllock_cli
 
 int main(int argc, char** argv) {
+  int code = sqllock_cli::exit_code::software;
   try {
-    return sqllock_cli::main_impl(argc, argv);
+    code = sqllock_cli::main_impl(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sqllock: internal error: %s\n", e.what());
-    return sqllock_cli::exit_code::software;
   }
+  // As coreutils' close_stdout: output that could not be written (a full disk, /dev/full, a
+  // closed pipe's EIO) is an error, not a silent success. std::cout shares stdout's buffer.
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout.good()) {
+    const int err = errno;
+    std::fprintf(stderr, "sqllock: write error: %s\n", err != 0 ? std::strerror(err) : "output failed");
+    return sqllock_cli::exit_code::io_error;
+  }
+  return code;
 }

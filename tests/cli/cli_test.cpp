@@ -1092,3 +1092,28 @@ TEST_F(cli, run_takes_every_argument_after_the_command_without_a_double_dash) {
   r = sqllock({"run", "--url", url_, "--name", "job", "--ttl", "5x", "true"});
   EXPECT_EQ(r.exit_code, 64) << r.err;
 }
+
+// A failed write to stdout is an error (74, EX_IOERR), as in coreutils.
+TEST_F(cli, output_write_errors_exit_74) {
+  {
+    auto p = start(run_args("held", {}, "echo x > " + path("held") + "; exec sleep 30"));
+    ASSERT_TRUE(wait_for_file(path("held")));
+    const std::vector<std::vector<std::string>> cases = {
+        {"status", "--url", url_},  {"status", "--url", url_, "--json"}, {"--version"}, {"-V"}, {"--help"},
+        {"run", "--help"},          {"help"},                            {"migrate", "--url", url_},
+    };
+    for (const auto& args : cases) {
+      std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" >/dev/full", cli_path()};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const auto r = run_process(argv);
+      EXPECT_EQ(r.exit_code, 74) << args[0] << (args.size() > 1 ? " " + args[1] : "") << ": " << r.err;
+      EXPECT_NE(r.err.find("write error"), std::string::npos) << r.err;
+    }
+    ::kill(p->pid(), SIGTERM);
+    p->wait();
+  }
+  // run passes its command's output through; sqllock itself writes nothing there.
+  const auto r = run_process({"/bin/sh", "-c", "exec \"$0\" \"$@\" >/dev/full", cli_path(), "run", "--url", url_,
+                              "--name", "j", "--", "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}

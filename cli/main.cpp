@@ -39,6 +39,17 @@ std::chrono::milliseconds duration_flag(const char* flag, const std::string& tex
   }
 }
 
+/// A lease duration flag (--ttl, --lock-ttl): also at least 1 ms, the error naming the flag.
+std::chrono::milliseconds ttl_flag(const char* flag, const std::string& text) {
+  const auto d = duration_flag(flag, text);
+  try {
+    sqllock::validate_ttl(d);
+  } catch (const sqllock::invalid_argument& e) {
+    throw sqllock::invalid_argument(std::string(flag) + " " + text + ": " + e.what());
+  }
+  return d;
+}
+
 /// Optimal string alignment distance (Levenshtein plus adjacent transpositions, so that
 /// "statsu" is one edit from "status").
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -260,7 +271,7 @@ int main_impl(int argc, char** argv) {
   if (*migrate_cmd) {
     try {
       migrate.wait = duration_flag("--wait", migrate_wait_text);
-      migrate.lock_ttl = duration_flag("--lock-ttl", migrate_ttl_text);
+      migrate.lock_ttl = ttl_flag("--lock-ttl", migrate_ttl_text);
       if ((*resolve_opt || *retry_opt) && migrate.dir.empty()) {
         throw sqllock::invalid_argument("--resolve and --retry need --dir DIR");
       }
@@ -276,7 +287,7 @@ int main_impl(int argc, char** argv) {
   if (*release_cmd) return run_release(common, release);
   if (*run_cmd) {
     try {
-      run.ttl = duration_flag("--ttl", ttl_text);
+      run.ttl = ttl_flag("--ttl", ttl_text);
       run.wait = duration_flag("--wait", wait_text);
       run.grace = duration_flag("--grace", grace_text);
     } catch (const sqllock::invalid_argument& e) {

@@ -1117,3 +1117,33 @@ TEST_F(cli, output_write_errors_exit_74) {
                               "--name", "j", "--", "true"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
+
+// Messages name the flag, and an authentication failure says so.
+TEST_F(cli, zero_ttl_names_the_flag) {
+  auto r = sqllock({"run", "--url", url_, "--name", "job", "--ttl", "0s", "--", "touch", path("ran")});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("--ttl 0s"), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists(path("ran")));
+  r = sqllock({"migrate", "--url", url_, "--lock-ttl", "0ms"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("--lock-ttl"), std::string::npos) << r.err;
+}
+
+TEST_F(cli, authentication_failure_says_so) {
+  for (const char* var : {"SQLLOCK_TEST_POSTGRESQL_URL", "SQLLOCK_TEST_MYSQL_URL"}) {
+    const char* env_url = std::getenv(var);
+    ASSERT_TRUE(env_url && *env_url) << var << " is not set (a failure, not a skip)";
+    // scheme://user:PASSWORD@host... -> the same with a wrong password.
+    std::string u = env_url;
+    const auto colon = u.find(':', u.find("://") + 3);
+    const auto at = u.rfind('@');
+    ASSERT_TRUE(colon < at) << var << " needs a password";
+    const std::string wrong = "wrong-Pw-" + std::to_string(::getpid());
+    u = u.substr(0, colon + 1) + wrong + u.substr(at);
+    const auto r = sqllock({"status", "--url", u});
+    EXPECT_EQ(r.exit_code, 69) << var << ": " << r.err;
+    EXPECT_NE(r.err.find("authentication failed"), std::string::npos) << var << ": " << r.err;
+    EXPECT_EQ(r.err.find("cannot reach"), std::string::npos) << var << ": " << r.err;
+    EXPECT_EQ(r.err.find(wrong), std::string::npos) << r.err;
+  }
+}

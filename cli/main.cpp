@@ -221,7 +221,8 @@ int main_impl(int argc, char** argv) {
   CLI::App* status_cmd = app.add_subcommand("status", "list held locks");
   add_common(status_cmd);
   status_cmd->add_flag("--json", status.json,
-                       "print a JSON array of {name, holder, fencing_token, hold_count, time_left_ms}");
+                       "print a JSON array of {name, holder, owner, fencing_token, hold_count, acquired_at, "
+                       "expires_at, time_left_ms} (times RFC 3339 UTC, on the database's clock)");
 
   // release
   release_options release;

@@ -81,6 +81,10 @@ int run_run(const common_options& common, const run_options& options);
 int run_status(const common_options& common, const status_options& options);
 int run_release(const common_options& common, const release_options& options);
 
+/// SQLite: when the URL names a database file that does not exist, say so (with the migrate
+/// command that creates it) and return true. Commands other than migrate never create the file.
+bool report_missing_sqlite_file(const std::string& url, const std::string& redacted_url);
+
 /// Map an exception from the library to a message on stderr and the exit code the contract gives
 /// it (64 bad input, 69 unreachable / schema missing / other database errors, 70 otherwise).
 int report_exception(const std::string& redacted_url);

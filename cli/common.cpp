@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "commands.hpp"
@@ -71,6 +72,16 @@ bool authentication_failed(const sqllock::error& e) {
 }
 
 }  // namespace
+
+bool report_missing_sqlite_file(const std::string& url, const std::string& redacted_url) {
+  const sqllock::database_url u = sqllock::parse_url(url);
+  if (u.scheme != sqllock::database_url::kind::sqlite || u.path == ":memory:") return false;
+  std::error_code ec;
+  if (std::filesystem::exists(u.path, ec) || ec) return false;  // an unreadable one: let the open say why
+  print_error(redacted_url + ": the database file does not exist (create it with `sqllock migrate --url '" +
+              redacted_url + "'`)");
+  return true;
+}
 
 int report_exception(const std::string& redacted_url) {
   // Messages from the library never contain bound values or passwords (the contract); ours only

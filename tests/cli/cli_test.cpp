@@ -1242,3 +1242,19 @@ TEST_F(cli, status_shows_acquired_and_expires_and_aligns_wide_characters) {
   }
   for (auto* p : {a.get(), b.get(), c.get()}) ::kill(p->pid(), SIGTERM);
 }
+
+// Reading commands never create or write a SQLite database.
+TEST_F(cli_unmigrated, status_on_a_missing_sqlite_file_does_not_create_it) {
+  const std::string missing = dir_ + "/missing.db";
+  const auto r = sqllock({"status", "--url", "sqlite:" + missing});
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sqllock migrate"), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists(missing));
+  EXPECT_FALSE(file_exists(missing + "-sqllock-wait"));
+  EXPECT_FALSE(file_exists(missing + "-wal"));
+  const auto released = sqllock({"release", "--url", "sqlite:" + missing, "--name", "x", "--force"});
+  EXPECT_EQ(released.exit_code, 69) << released.err;
+  EXPECT_NE(released.err.find("does not exist"), std::string::npos) << released.err;
+  EXPECT_FALSE(file_exists(missing));
+}

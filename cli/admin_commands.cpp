@@ -83,7 +83,10 @@ int run_status(const common_options& common, const status_options& options) {
   std::string redacted = "(invalid URL)";
   try {
     redacted = checked_redacted_url(url);
-    sqllock::client client = sqllock::connect(url, make_client_options(common));
+    if (report_missing_sqlite_file(url, redacted)) return exit_code::unavailable;
+    auto client_options = make_client_options(common);
+    client_options.read_only = true;  // SQLite: works on a read-only file or directory, creates nothing
+    sqllock::client client = sqllock::connect(url, client_options);
     const auto locks = client.list_locks();
     const std::string text = options.json ? locks_json(locks) : locks_table(locks);
     std::fwrite(text.data(), 1, text.size(), stdout);
@@ -109,6 +112,7 @@ int run_release(const common_options& common, const release_options& options) {
     return exit_code::usage;
   }
   try {
+    if (report_missing_sqlite_file(url, redacted)) return exit_code::unavailable;
     sqllock::client client = sqllock::connect(url, make_client_options(common));
     // Only to tell the operator whom they took it from; the release itself does not depend on it.
     const auto before = client.inspect(options.name);

@@ -17,6 +17,7 @@ inline constexpr int failure = 1;        ///< an error outside the contract's ca
 inline constexpr int usage = 64;         ///< EX_USAGE: bad flag, duration, name or URL
 inline constexpr int unavailable = 69;   ///< EX_UNAVAILABLE: database unreachable or schema missing
 inline constexpr int software = 70;      ///< EX_SOFTWARE: an unexpected internal error
+inline constexpr int io_error = 74;      ///< EX_IOERR: our own output could not be written
 inline constexpr int not_acquired = 75;  ///< EX_TEMPFAIL: lock not acquired within --wait
 inline constexpr int lease_lost = 76;    ///< the lease was lost while CMD ran
 inline constexpr int cannot_execute = 126;
@@ -79,6 +80,10 @@ int run_migrate(const common_options& common, const migrate_options& options);
 int run_run(const common_options& common, const run_options& options);
 int run_status(const common_options& common, const status_options& options);
 int run_release(const common_options& common, const release_options& options);
+
+/// SQLite: when the URL names a database file that does not exist, say so (with the migrate
+/// command that creates it) and return true. Commands other than migrate never create the file.
+bool report_missing_sqlite_file(const std::string& url, const std::string& redacted_url);
 
 /// Map an exception from the library to a message on stderr and the exit code the contract gives
 /// it (64 bad input, 69 unreachable / schema missing / other database errors, 70 otherwise).

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <string>
 
 #include "commands.hpp"
@@ -53,6 +54,35 @@ sqllock::client_options make_client_options(const common_options& common) {
 
 std::string checked_redacted_url(const std::string& url) { return sqllock::parse_url(url).redacted(); }
 
+namespace {
+
+/// `message` about the database at `redacted_url`, naming the URL once: the library's connect
+/// errors already name it.
+std::string about(const std::string& redacted_url, const std::string& message) {
+  if (message.find(redacted_url) != std::string::npos) return message;
+  return redacted_url + ": " + message;
+}
+
+/// The server refused our credentials (not: could not be reached). PostgreSQL 28P01 (password)
+/// and 28000 (pg_hba.conf), MySQL/MariaDB 1045 (access denied) and 1698 (no password given).
+bool authentication_failed(const sqllock::error& e) {
+  if (e.backend() == "postgresql") return e.code() == "28P01" || e.code() == "28000";
+  if (e.backend() == "mysql") return e.code() == "1045" || e.code() == "1698";
+  return false;
+}
+
+}  // namespace
+
+bool report_missing_sqlite_file(const std::string& url, const std::string& redacted_url) {
+  const sqllock::database_url u = sqllock::parse_url(url);
+  if (u.scheme != sqllock::database_url::kind::sqlite || u.path == ":memory:") return false;
+  std::error_code ec;
+  if (std::filesystem::exists(u.path, ec) || ec) return false;  // an unreadable one: let the open say why
+  print_error(redacted_url + ": the database file does not exist (create it with `sqllock migrate --url '" +
+              redacted_url + "'`)");
+  return true;
+}
+
 int report_exception(const std::string& redacted_url) {
   // Messages from the library never contain bound values or passwords (the contract); ours only
   // ever show the redacted URL.
@@ -66,12 +96,21 @@ int report_exception(const std::string& redacted_url) {
                 redacted_url + "'`)");
     return exit_code::unavailable;
   } catch (const sqllock::connection_lost& e) {
-    print_error(std::string("cannot reach the database ") + redacted_url + ": " + e.what());
+    if (authentication_failed(e)) {
+      print_error("authentication failed: " + about(redacted_url, e.what()) +
+                  " (check the user name and password in the URL)");
+    } else {
+      print_error("cannot reach the database: " + about(redacted_url, e.what()));
+    }
     return exit_code::unavailable;
   } catch (const sqllock::error& e) {
     // Anything else the database said (read-only file, permissions, not a database...): the lock
     // service is unusable for us, which is what 69 means to callers.
-    print_error(std::string("database error on ") + redacted_url + ": " + e.what());
+    if (authentication_failed(e)) {
+      print_error("authentication failed: " + about(redacted_url, e.what()));
+      return exit_code::unavailable;
+    }
+    print_error("database error: " + about(redacted_url, e.what()));
     return exit_code::unavailable;
   } catch (const std::exception& e) {
     print_error(std::string("internal error: ") + e.what());

@@ -6,9 +6,15 @@
 // to `run` without trying to interpret CMD's own flags.
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "commands.hpp"
 #include "sqllock/error.hpp"
@@ -16,6 +22,9 @@
 
 #ifndef SQLLOCK_VERSION_STRING
 #define SQLLOCK_VERSION_STRING "unknown"
+#endif
+#ifndef SQLLOCK_BACKENDS_STRING
+#define SQLLOCK_BACKENDS_STRING "unknown"
 #endif
 
 namespace sqllock_cli {
@@ -30,17 +39,106 @@ std::chrono::milliseconds duration_flag(const char* flag, const std::string& tex
   }
 }
 
+/// A lease duration flag (--ttl, --lock-ttl): also at least 1 ms, the error naming the flag.
+std::chrono::milliseconds ttl_flag(const char* flag, const std::string& text) {
+  const auto d = duration_flag(flag, text);
+  try {
+    sqllock::validate_ttl(d);
+  } catch (const sqllock::invalid_argument& e) {
+    throw sqllock::invalid_argument(std::string(flag) + " " + text + ": " + e.what());
+  }
+  return d;
+}
+
+/// Optimal string alignment distance (Levenshtein plus adjacent transpositions, so that
+/// "statsu" is one edit from "status").
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
+  for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+/// "; did you mean 'X'?" for the candidate closest to `word` by edit distance, if it is close
+/// enough to be a plausible typo (at most a third of the word's length, at least 1, at most 3).
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::size_t limit = std::clamp<std::size_t>(word.size() / 3, 1, 3);
+  const std::string* best = nullptr;
+  std::size_t best_distance = limit + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = &c;
+    }
+  }
+  return best == nullptr ? std::string() : "; did you mean '" + *best + "'?";
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+  return names;
+}
+
+std::vector<std::string> option_names(const CLI::App& cmd) {
+  std::vector<std::string> names;
+  for (const CLI::Option* opt : cmd.get_options()) {
+    for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
+    for (const auto& s : opt->get_snames()) names.push_back("-" + s);
+  }
+  return names;
+}
+
+std::string unknown_command_message(const CLI::App& app, const std::string& word) {
+  return "unknown command '" + word + "'" + did_you_mean(word, subcommand_names(app)) +
+         "\nRun 'sqllock help' for the list of commands.";
+}
+
+/// A parse error in the user's words: an unknown command or option named, with the closest
+/// match; CLI11's own message otherwise.
+std::string usage_message(const CLI::App& app, const CLI::ParseError& e) {
+  // Arguments nobody took, innermost command first (an option the subcommand does not know).
+  std::vector<const CLI::App*> commands;
+  for (const CLI::App* sub : app.get_subcommands()) commands.push_back(sub);
+  commands.push_back(&app);
+  for (const CLI::App* cmd : commands) {
+    for (const std::string& arg : cmd->remaining()) {
+      if (arg == "--") continue;
+      if (arg.size() > 1 && arg[0] == '-') {
+        const std::string flag = arg.substr(0, arg.find('='));
+        const std::string where = cmd == &app ? std::string() : " for '" + cmd->get_name() + "'";
+        return "unknown option '" + flag + "'" + where + did_you_mean(flag, option_names(*cmd)) +
+               "\nRun 'sqllock help" + (cmd == &app ? std::string() : " " + cmd->get_name()) +
+               "' for its options.";
+      }
+      if (cmd == &app && app.get_subcommands().empty()) return unknown_command_message(app, arg);
+      return "unexpected argument '" + arg + "'" + (cmd == &app ? std::string() : " for '" + cmd->get_name() + "'") +
+             "\nRun 'sqllock help" + (cmd == &app ? std::string() : " " + cmd->get_name()) + "' for its usage.";
+    }
+  }
+  if (app.get_subcommands().empty()) return "missing command\nRun 'sqllock help' for the list of commands.";
+  const CLI::App* cmd = app.get_subcommands().front();
+  return std::string(e.what()) + "\nRun 'sqllock help " + cmd->get_name() + "' for its usage.";
+}
+
 int main_impl(int argc, char** argv) {
   CLI::App app{
       "sqllock: distributed locks on PostgreSQL, MySQL/MariaDB and SQLite.\n"
       "The URL comes from --url, else $SQLLOCK_URL, else sqlite:sqllock.db.\n"
       "Durations are written 500ms, 30s, 5m, 1h.",
       "sqllock"};
-  app.set_version_flag("--version", std::string("sqllock ") + SQLLOCK_VERSION_STRING);
+  app.set_version_flag("-V,--version",
+                       std::string("sqllock ") + SQLLOCK_VERSION_STRING + " (backends: " + SQLLOCK_BACKENDS_STRING + ")",
+                       "print the version and the backends built in, and exit");
   app.require_subcommand(1, 1);
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("sqllock: ") + e.what() + "\nRun with --help for more information.\n";
-  });
 
   // --url and -v belong to every subcommand (so each one's --help lists them) and are also
   // accepted before the subcommand; both bind the same variables.
@@ -112,14 +210,19 @@ int main_impl(int argc, char** argv) {
       ->capture_default_str();
   CLI::Option* holder_opt =
       run_cmd->add_option("--holder", holder_text, "holder id to store (default host:pid:random)");
-  run_cmd->add_option("command", run.command, "CMD ARGS... (after --)")->required();
+  // As in flock(1): every argument from CMD on is CMD's, even ones that look like our flags, so
+  // `sqllock run --name job ls -la` runs `ls -la`; `--` before CMD still works.
+  run_cmd->add_option("command", run.command, "CMD ARGS...: the command to run; every argument after CMD is CMD's")
+      ->required();
+  run_cmd->positionals_at_end(true);
 
   // status
   status_options status;
   CLI::App* status_cmd = app.add_subcommand("status", "list held locks");
   add_common(status_cmd);
   status_cmd->add_flag("--json", status.json,
-                       "print a JSON array of {name, holder, fencing_token, hold_count, time_left_ms}");
+                       "print a JSON array of {name, holder, owner, fencing_token, hold_count, acquired_at, "
+                       "expires_at, time_left_ms} (times RFC 3339 UTC, on the database's clock)");
 
   // release
   release_options release;
@@ -130,17 +233,46 @@ int main_impl(int argc, char** argv) {
   release_cmd->add_option("--name", release.name, "lock name")->required();
   release_cmd->add_flag("--force", release.force, "really free the lock, whoever holds it");
 
+  // help [COMMAND]
+  std::string help_topic;
+  CLI::App* help_cmd = app.add_subcommand("help", "show the help of sqllock or of one COMMAND");
+  help_cmd->add_option("command", help_topic, "the command to show the help of");
+  app.footer(
+      "Run 'sqllock help COMMAND' for a command's options.\n"
+      "Exit codes: 64 usage error, 69 database unreachable or schema missing, 74 output could not be written;\n"
+      "run exits with CMD's code, or 75 (not acquired within --wait) or 76 (lease lost while CMD ran).");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);  // prints help, the version or the error
-    return code == 0 ? exit_code::ok : exit_code::usage;
+    if (e.get_exit_code() == 0) {
+      app.exit(e);  // prints the help or the version
+      return exit_code::ok;
+    }
+    print_error(usage_message(app, e));
+    return exit_code::usage;
+  }
+
+  if (*help_cmd) {
+    if (help_topic.empty()) {
+      // Not app.help(): that delegates to the selected subcommand, which is `help` itself.
+      std::cout << app.get_formatter()->make_help(&app, "sqllock", CLI::AppFormatMode::Normal);
+      return exit_code::ok;
+    }
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      if (sub->get_name() == help_topic) {
+        std::cout << sub->help("sqllock");
+        return exit_code::ok;
+      }
+    }
+    print_error(unknown_command_message(app, help_topic));
+    return exit_code::usage;
   }
 
   if (*migrate_cmd) {
     try {
       migrate.wait = duration_flag("--wait", migrate_wait_text);
-      migrate.lock_ttl = duration_flag("--lock-ttl", migrate_ttl_text);
+      migrate.lock_ttl = ttl_flag("--lock-ttl", migrate_ttl_text);
       if ((*resolve_opt || *retry_opt) && migrate.dir.empty()) {
         throw sqllock::invalid_argument("--resolve and --retry need --dir DIR");
       }
@@ -156,7 +288,7 @@ int main_impl(int argc, char** argv) {
   if (*release_cmd) return run_release(common, release);
   if (*run_cmd) {
     try {
-      run.ttl = duration_flag("--ttl", ttl_text);
+      run.ttl = ttl_flag("--ttl", ttl_text);
       run.wait = duration_flag("--wait", wait_text);
       run.grace = duration_flag("--grace", grace_text);
     } catch (const sqllock::invalid_argument& e) {
@@ -173,10 +305,20 @@ int main_impl(int argc, char** argv) {
 }  // namespace sqllock_cli
 
 int main(int argc, char** argv) {
+  int code = sqllock_cli::exit_code::software;
   try {
-    return sqllock_cli::main_impl(argc, argv);
+    code = sqllock_cli::main_impl(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sqllock: internal error: %s\n", e.what());
-    return sqllock_cli::exit_code::software;
   }
+  // As coreutils' close_stdout: output that could not be written (a full disk, /dev/full, a
+  // closed pipe's EIO) is an error, not a silent success. std::cout shares stdout's buffer.
+  std::cout.flush();
+  errno = 0;
+  if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout.good()) {
+    const int err = errno;
+    std::fprintf(stderr, "sqllock: write error: %s\n", err != 0 ? std::strerror(err) : "output failed");
+    return sqllock_cli::exit_code::io_error;
+  }
+  return code;
 }

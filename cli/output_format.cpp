@@ -5,6 +5,8 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
+#include <iterator>
 
 namespace sqllock_cli {
 namespace {
@@ -44,16 +46,99 @@ std::string hex_escape(const char* prefix, unsigned value, int digits) {
   return buf;
 }
 
-/// Display columns of `text` (one per code point; good enough for alignment).
-std::size_t display_width(std::string_view text) {
-  std::size_t width = 0;
-  for (unsigned char c : text) {
-    if ((c & 0xC0) != 0x80) ++width;
+struct code_range {
+  std::uint32_t first;
+  std::uint32_t last;
+};
+
+/// Code points that take no column: combining marks, zero-width and bidi controls, variation
+/// selectors (the common ranges; a terminal may differ on rarer ones).
+constexpr code_range zero_width[] = {
+    {0x0300, 0x036F}, {0x0483, 0x0489}, {0x0591, 0x05BD}, {0x05BF, 0x05BF}, {0x05C1, 0x05C2}, {0x05C4, 0x05C5},
+    {0x05C7, 0x05C7}, {0x0610, 0x061A}, {0x064B, 0x065F}, {0x0670, 0x0670}, {0x06D6, 0x06DC}, {0x06DF, 0x06E4},
+    {0x06E7, 0x06E8}, {0x06EA, 0x06ED}, {0x0900, 0x0902}, {0x093C, 0x093C}, {0x0941, 0x0948}, {0x094D, 0x094D},
+    {0x0E31, 0x0E31}, {0x0E34, 0x0E3A}, {0x0E47, 0x0E4E}, {0x1AB0, 0x1AFF}, {0x1DC0, 0x1DFF}, {0x200B, 0x200F},
+    {0x202A, 0x202E}, {0x2060, 0x2064}, {0x20D0, 0x20FF}, {0xFE00, 0xFE0F}, {0xFE20, 0xFE2F}, {0xFEFF, 0xFEFF},
+    {0xE0100, 0xE01EF},
+};
+
+/// Code points a terminal shows two columns wide (East Asian Wide and Fullwidth, and the emoji
+/// that are wide by default), after Unicode's EastAsianWidth.txt.
+constexpr code_range double_width[] = {
+    {0x1100, 0x115F},   {0x231A, 0x231B},   {0x2329, 0x232A},   {0x23E9, 0x23EC},   {0x23F0, 0x23F0},
+    {0x23F3, 0x23F3},   {0x25FD, 0x25FE},   {0x2614, 0x2615},   {0x2648, 0x2653},   {0x267F, 0x267F},
+    {0x2693, 0x2693},   {0x26A1, 0x26A1},   {0x26AA, 0x26AB},   {0x26BD, 0x26BE},   {0x26C4, 0x26C5},
+    {0x26CE, 0x26CE},   {0x26D4, 0x26D4},   {0x26EA, 0x26EA},   {0x26F2, 0x26F3},   {0x26F5, 0x26F5},
+    {0x26FA, 0x26FA},   {0x26FD, 0x26FD},   {0x2705, 0x2705},   {0x270A, 0x270B},   {0x2728, 0x2728},
+    {0x274C, 0x274C},   {0x274E, 0x274E},   {0x2753, 0x2755},   {0x2757, 0x2757},   {0x2795, 0x2797},
+    {0x27B0, 0x27B0},   {0x27BF, 0x27BF},   {0x2B1B, 0x2B1C},   {0x2B50, 0x2B50},   {0x2B55, 0x2B55},
+    {0x2E80, 0x303E},   {0x3041, 0x33FF},   {0x3400, 0x4DBF},   {0x4E00, 0x9FFF},   {0xA000, 0xA4CF},
+    {0xA960, 0xA97F},   {0xAC00, 0xD7A3},   {0xF900, 0xFAFF},   {0xFE10, 0xFE19},   {0xFE30, 0xFE6F},
+    {0xFF00, 0xFF60},   {0xFFE0, 0xFFE6},   {0x16FE0, 0x16FE4}, {0x17000, 0x18CFF}, {0x1B000, 0x1B2FF},
+    {0x1F004, 0x1F004}, {0x1F0CF, 0x1F0CF}, {0x1F18E, 0x1F18E}, {0x1F191, 0x1F19A}, {0x1F200, 0x1F251},
+    {0x1F300, 0x1F320}, {0x1F32D, 0x1F335}, {0x1F337, 0x1F37C}, {0x1F37E, 0x1F393}, {0x1F3A0, 0x1F3CA},
+    {0x1F3CF, 0x1F3D3}, {0x1F3E0, 0x1F3F0}, {0x1F3F4, 0x1F3F4}, {0x1F3F8, 0x1F43E}, {0x1F440, 0x1F440},
+    {0x1F442, 0x1F4FC}, {0x1F4FF, 0x1F53D}, {0x1F54B, 0x1F54E}, {0x1F550, 0x1F567}, {0x1F57A, 0x1F57A},
+    {0x1F595, 0x1F596}, {0x1F5A4, 0x1F5A4}, {0x1F5FB, 0x1F64F}, {0x1F680, 0x1F6C5}, {0x1F6CC, 0x1F6CC},
+    {0x1F6D0, 0x1F6D2}, {0x1F6D5, 0x1F6D7}, {0x1F6EB, 0x1F6EC}, {0x1F6F4, 0x1F6FC}, {0x1F7E0, 0x1F7EB},
+    {0x1F90C, 0x1F93A}, {0x1F93C, 0x1F945}, {0x1F947, 0x1F9FF}, {0x1FA70, 0x1FAFF}, {0x20000, 0x2FFFD},
+    {0x30000, 0x3FFFD},
+};
+
+template <std::size_t N>
+bool in_ranges(std::uint32_t cp, const code_range (&ranges)[N]) {
+  const auto it = std::upper_bound(std::begin(ranges), std::end(ranges), cp,
+                                   [](std::uint32_t c, const code_range& r) { return c < r.first; });
+  return it != std::begin(ranges) && cp <= std::prev(it)->last;
+}
+
+/// Columns one code point takes on a terminal (wcwidth's answer for printable characters, without
+/// depending on the locale the command runs in: lock names are UTF-8 whatever it is).
+std::size_t code_point_width(std::uint32_t cp) {
+  if (in_ranges(cp, zero_width)) return 0;
+  return in_ranges(cp, double_width) ? 2 : 1;
+}
+
+/// RFC 3339 UTC with milliseconds ("2026-11-25T12:34:56.789Z"), or "" for the epoch (unknown).
+/// With `millis` false: "2026-11-25T12:34:56Z".
+std::string utc_time(std::chrono::system_clock::time_point t, bool millis) {
+  if (t == std::chrono::system_clock::time_point{}) return "";
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count();
+  const std::time_t secs = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+  const long long frac = ms - static_cast<long long>(secs) * 1000;
+  std::tm tm{};
+  if (::gmtime_r(&secs, &tm) == nullptr) return "";
+  char buf[64];
+  const std::size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
+  std::string out(buf, n);
+  if (millis) {
+    std::snprintf(buf, sizeof buf, ".%03lld", frac);
+    out += buf;
   }
-  return width;
+  return out + "Z";
 }
 
 }  // namespace
+
+std::size_t display_width(std::string_view text) {
+  std::size_t width = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t len = utf8_sequence_length(text, i);
+    if (len == 0) {  // not UTF-8 (printable() escapes such bytes before they get here)
+      ++width;
+      ++i;
+      continue;
+    }
+    auto cp = static_cast<std::uint32_t>(static_cast<unsigned char>(text[i]));
+    if (len > 1) {
+      cp &= 0x7Fu >> len;
+      for (std::size_t k = 1; k < len; ++k) cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+    }
+    width += code_point_width(cp);
+    i += len;
+  }
+  return width;
+}
 
 std::string json_string(std::string_view text) {
   std::string out;
@@ -157,9 +242,14 @@ std::string locks_json(const std::vector<sqllock::lock_info>& locks) {
   std::string out = "[\n";
   for (std::size_t i = 0; i < locks.size(); ++i) {
     const auto& l = locks[i];
+    const auto time_or_null = [](std::chrono::system_clock::time_point t) {
+      const std::string text = utc_time(t, true);
+      return text.empty() ? std::string("null") : json_string(text);
+    };
     out += "  {\"name\": " + json_string(l.name) + ", \"holder\": " + json_string(l.holder) +
-           ", \"fencing_token\": " + std::to_string(l.fencing_token) +
-           ", \"hold_count\": " + std::to_string(l.hold_count) +
+           ", \"owner\": " + json_string(l.owner) + ", \"fencing_token\": " + std::to_string(l.fencing_token) +
+           ", \"hold_count\": " + std::to_string(l.hold_count) + ", \"acquired_at\": " + time_or_null(l.acquired_at) +
+           ", \"expires_at\": " + time_or_null(l.expires_at) +
            ", \"time_left_ms\": " + std::to_string(l.time_left.count()) + "}";
     out += i + 1 < locks.size() ? ",\n" : "\n";
   }
@@ -168,14 +258,18 @@ std::string locks_json(const std::vector<sqllock::lock_info>& locks) {
 }
 
 std::string locks_table(const std::vector<sqllock::lock_info>& locks) {
-  using row = std::array<std::string, 4>;
+  using row = std::array<std::string, 6>;
   std::vector<row> rows;
-  rows.push_back({"NAME", "HOLDER", "FENCE", "TIME LEFT"});
+  rows.push_back({"NAME", "HOLDER", "FENCE", "ACQUIRED (UTC)", "EXPIRES (UTC)", "TIME LEFT"});
+  const auto time_or_dash = [](std::chrono::system_clock::time_point t) {
+    const std::string text = utc_time(t, false);
+    return text.empty() ? std::string("-") : text;
+  };
   for (const auto& l : locks) {
-    rows.push_back(
-        {printable(l.name), printable(l.holder), std::to_string(l.fencing_token), human_duration(l.time_left)});
+    rows.push_back({printable(l.name), printable(l.holder), std::to_string(l.fencing_token),
+                    time_or_dash(l.acquired_at), time_or_dash(l.expires_at), human_duration(l.time_left)});
   }
-  std::array<std::size_t, 4> widths{};
+  std::array<std::size_t, 6> widths{};
   for (const auto& r : rows) {
     for (std::size_t c = 0; c < r.size(); ++c) widths[c] = std::max(widths[c], display_width(r[c]));
   }

@@ -18,13 +18,20 @@ std::string json_string(std::string_view text);
 /// (and a backslash as \\), everything else as is.
 std::string printable(std::string_view text);
 
+/// Columns `text` (UTF-8) takes on a terminal: 2 for East Asian wide and fullwidth characters
+/// and wide emoji, 0 for combining marks and zero-width characters, 1 otherwise.
+std::size_t display_width(std::string_view text);
+
 /// "850ms", "12.3s", "5m03s", "2h05m", or "expired" when negative.
 std::string human_duration(std::chrono::milliseconds d);
 
-/// The locks as a JSON array of {"name","holder","fencing_token","hold_count","time_left_ms"}.
+/// The locks as a JSON array of {"name","holder","owner","fencing_token","hold_count","acquired_at",
+/// "expires_at","time_left_ms"}; the times as RFC 3339 UTC strings with milliseconds
+/// ("2026-11-25T12:34:56.789Z", the database's clock), null when unknown.
 std::string locks_json(const std::vector<sqllock::lock_info>& locks);
 
-/// The locks as an aligned table with a header line (just the header when empty).
+/// The locks as a table with a header line (just the header when empty), its columns aligned by
+/// display width: NAME, HOLDER, FENCE, ACQUIRED (UTC), EXPIRES (UTC), TIME LEFT.
 std::string locks_table(const std::vector<sqllock::lock_info>& locks);
 
 }  // namespace sqllock_cli

@@ -112,8 +112,18 @@ conn_ptr connect(const conn_target& target, const client_options* log, std::chro
           target, log,
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));
     }
+    // libpq keeps no SQLSTATE for a failed connection; the server's refusal of our credentials
+    // (28P01 invalid_password, 28000 invalid_authorization_specification) is told by libpq's own
+    // test and the server's message, so callers can tell it from an unreachable server.
+    const char* code = "08006";
+    if (PQconnectionNeedsPassword(conn.get()) || reason.find("password authentication failed") != std::string::npos) {
+      code = "28P01";
+    } else if (reason.find("authentication failed") != std::string::npos ||
+               reason.find("no pg_hba.conf entry") != std::string::npos) {
+      code = "28000";
+    }
     throw connection_lost("postgresql: cannot connect to " + target.redacted + ": " + reason, std::string(backend_name),
-                          "08006", "connect");
+                          code, "connect");
   }
   return conn;
 }

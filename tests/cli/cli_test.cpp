@@ -2,10 +2,13 @@
 // waiting, status output and mutual exclusion across processes.
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -1014,3 +1017,244 @@ TEST_F(cli, status_json_escapes_names_and_release_force_empties_it) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Issue 15: the command as natural as flock(1).
+
+namespace {
+
+/// Display columns of UTF-8 `text` for the test's own strings: ASCII 1, CJK (U+2E80..U+9FFF,
+/// U+AC00..U+D7A3, U+FF01..U+FF60) 2, combining marks (U+0300..U+036F) 0, anything else 1.
+std::size_t test_width(std::string_view text) {
+  std::size_t width = 0;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    std::size_t len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 4;
+    unsigned cp = len == 1 ? b : len == 2 ? (b & 0x1F) : len == 3 ? (b & 0x0F) : (b & 0x07);
+    for (std::size_t k = 1; k < len && i + k < text.size(); ++k) cp = (cp << 6) | (text[i + k] & 0x3F);
+    if (cp >= 0x300 && cp <= 0x36F) {
+    } else if ((cp >= 0x2E80 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xFF01 && cp <= 0xFF60)) {
+      width += 2;
+    } else {
+      width += 1;
+    }
+    i += len;
+  }
+  return width;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
+// Unknown commands and flags say what was wrong, with the closest match; `help` works;
+// -V prints the version with the backends built in.
+TEST_F(cli, unknown_commands_and_flags_name_the_mistake_and_help_works) {
+  auto r = sqllock({"statsu", "--url", url_});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'statsu'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean 'status'?"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("subcommand is required"), std::string::npos) << r.err;
+
+  r = sqllock({"--url", url_, "relaese", "--name", "x"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'relaese'; did you mean 'release'?"), std::string::npos) << r.err;
+
+  r = sqllock({"xyzzy-nothing-like-it"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'xyzzy-nothing-like-it'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err;
+
+  r = sqllock({"run", "--url", url_, "--nmae", "job", "--", "true"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown option '--nmae'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("did you mean '--name'?"), std::string::npos) << r.err;
+
+  r = sqllock({"status", "--url", url_, "--jsno"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown option '--jsno' for 'status'; did you mean '--json'?"), std::string::npos) << r.err;
+
+  r = sqllock({});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("missing command"), std::string::npos) << r.err;
+
+  r = sqllock({"help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  for (const char* cmd : {"migrate", "run", "status", "release"}) EXPECT_NE(r.out.find(cmd), std::string::npos) << r.out;
+  r = sqllock({"help", "run"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("--ttl"), std::string::npos) << r.out;
+  r = sqllock({"help", "statsu"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("unknown command 'statsu'; did you mean 'status'?"), std::string::npos) << r.err;
+
+  const auto version = sqllock({"--version"});
+  EXPECT_EQ(version.exit_code, 0);
+  r = sqllock({"-V"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, version.out);
+  EXPECT_EQ(r.out.rfind("sqllock ", 0), 0u) << r.out;
+  // This build has all three backends (the test build configures them ON).
+  EXPECT_NE(r.out.find("backends: sqlite postgresql mysql"), std::string::npos) << r.out;
+}
+
+// Like `flock FILE CMD ARGS`, every argument after CMD is CMD's, flags included.
+TEST_F(cli, run_takes_every_argument_after_the_command_without_a_double_dash) {
+  const std::string out = path("args");
+  auto r = sqllock({"run", "--url", url_, "--name", "job", "/bin/sh", "-c", "printf '%s|' \"$@\" > " + out, "sh", "-la",
+                    "--name", "other", "--ttl", "0s", "--", "--help"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(out), "-la|--name|other|--ttl|0s|--|--help|");
+
+  // The brief's own example: `ls -la` runs as `ls -la`.
+  r = sqllock({"run", "--url", url_, "--name", "job", "ls", "-la", dir_});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("locks.db"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(".."), std::string::npos) << "-a was not passed to ls: " << r.out;
+
+  // `--` still works, and the flags before CMD are still sqllock's.
+  r = sqllock({"run", "--url", url_, "--name", "job", "--ttl", "5s", "--", "/bin/sh", "-c",
+               "printf '%s|' \"$@\" > " + out, "sh", "--", "-x"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(read_file(out), "--|-x|");
+  r = sqllock({"run", "--url", url_, "--name", "job", "--ttl", "5x", "true"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+}
+
+// A failed write to stdout is an error (74, EX_IOERR), as in coreutils.
+TEST_F(cli, output_write_errors_exit_74) {
+  {
+    auto p = start(run_args("held", {}, "echo x > " + path("held") + "; exec sleep 30"));
+    ASSERT_TRUE(wait_for_file(path("held")));
+    const std::vector<std::vector<std::string>> cases = {
+        {"status", "--url", url_},  {"status", "--url", url_, "--json"}, {"--version"}, {"-V"}, {"--help"},
+        {"run", "--help"},          {"help"},                            {"migrate", "--url", url_},
+    };
+    for (const auto& args : cases) {
+      std::vector<std::string> argv{"/bin/sh", "-c", "exec \"$0\" \"$@\" >/dev/full", cli_path()};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const auto r = run_process(argv);
+      EXPECT_EQ(r.exit_code, 74) << args[0] << (args.size() > 1 ? " " + args[1] : "") << ": " << r.err;
+      EXPECT_NE(r.err.find("write error"), std::string::npos) << r.err;
+    }
+    ::kill(p->pid(), SIGTERM);
+    p->wait();
+  }
+  // run passes its command's output through; sqllock itself writes nothing there.
+  const auto r = run_process({"/bin/sh", "-c", "exec \"$0\" \"$@\" >/dev/full", cli_path(), "run", "--url", url_,
+                              "--name", "j", "--", "true"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+// Messages name the flag, and an authentication failure says so.
+TEST_F(cli, zero_ttl_names_the_flag) {
+  auto r = sqllock({"run", "--url", url_, "--name", "job", "--ttl", "0s", "--", "touch", path("ran")});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("--ttl 0s"), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists(path("ran")));
+  r = sqllock({"migrate", "--url", url_, "--lock-ttl", "0ms"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("--lock-ttl"), std::string::npos) << r.err;
+}
+
+TEST_F(cli, authentication_failure_says_so) {
+  for (const char* var : {"SQLLOCK_TEST_POSTGRESQL_URL", "SQLLOCK_TEST_MYSQL_URL"}) {
+    const char* env_url = std::getenv(var);
+    ASSERT_TRUE(env_url && *env_url) << var << " is not set (a failure, not a skip)";
+    // scheme://user:PASSWORD@host... -> the same with a wrong password.
+    std::string u = env_url;
+    const auto colon = u.find(':', u.find("://") + 3);
+    const auto at = u.rfind('@');
+    ASSERT_TRUE(colon < at) << var << " needs a password";
+    const std::string wrong = "wrong-Pw-" + std::to_string(::getpid());
+    u = u.substr(0, colon + 1) + wrong + u.substr(at);
+    const auto r = sqllock({"status", "--url", u});
+    EXPECT_EQ(r.exit_code, 69) << var << ": " << r.err;
+    EXPECT_NE(r.err.find("authentication failed"), std::string::npos) << var << ": " << r.err;
+    EXPECT_EQ(r.err.find("cannot reach"), std::string::npos) << var << ": " << r.err;
+    EXPECT_EQ(r.err.find(wrong), std::string::npos) << r.err;
+  }
+}
+
+// Acquired-at and expires-at (database clock) in the table and the JSON; wide characters
+// keep the columns lined up.
+TEST_F(cli, status_shows_acquired_and_expires_and_aligns_wide_characters) {
+  const std::string wide = "\xe9\x8c\xa0\xe5\x89\x8d\xe3\x83\xad\xe3\x83\x83\xe3\x82\xaf";  // 錠前ロック: 10 columns
+  const std::string combining = "cafe\xcc\x81-job";                                        // café-job: 8 columns
+  auto a = start(run_args(wide, {"--holder", "h-wide", "--ttl", "20s"}, "echo x > " + path("a") + "; exec sleep 30"));
+  auto b = start(run_args("ascii-name", {"--holder", "h-ascii", "--ttl", "20s"}, "echo x > " + path("b") + "; exec sleep 30"));
+  auto c = start(run_args(combining, {"--holder", "h-comb", "--ttl", "20s"}, "echo x > " + path("c") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("a")));
+  ASSERT_TRUE(wait_for_file(path("b")));
+  ASSERT_TRUE(wait_for_file(path("c")));
+
+  const auto locks = status_json();
+  ASSERT_EQ(locks.items.size(), 3u);
+  for (const auto& lock : locks.items) {
+    const std::string acquired = lock.at("acquired_at").text;
+    const std::string expires = lock.at("expires_at").text;
+    // RFC 3339 UTC with milliseconds: 2026-11-25T12:34:56.789Z
+    EXPECT_EQ(acquired.size(), 24u) << acquired;
+    EXPECT_EQ(acquired.back(), 'Z') << acquired;
+    EXPECT_EQ(acquired[10], 'T') << acquired;
+    EXPECT_LT(acquired, expires);
+    EXPECT_FALSE(lock.at("owner").text.empty());
+    // The acquisition was within the last minute by this machine's clock (SQLite: the same clock).
+    std::tm tm{};
+    ASSERT_NE(::strptime(acquired.c_str(), "%Y-%m-%dT%H:%M:%S", &tm), nullptr) << acquired;
+    const auto t = ::timegm(&tm);
+    EXPECT_LE(std::abs(static_cast<long long>(::time(nullptr) - t)), 60) << acquired;
+  }
+
+  const auto r = sqllock({"status", "--url", url_});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 4u) << r.out;
+  EXPECT_NE(lines[0].find("ACQUIRED"), std::string::npos) << r.out;
+  EXPECT_NE(lines[0].find("EXPIRES"), std::string::npos) << r.out;
+  // Every column starts at the same display column on every line.
+  const auto column_of = [](const std::string& line, const std::string& text) {
+    const auto at = line.find(text);
+    return at == std::string::npos ? std::string::npos : test_width(std::string_view(line).substr(0, at));
+  };
+  const std::size_t holder_col = column_of(lines[0], "HOLDER");
+  const std::size_t fence_end = column_of(lines[0], "FENCE") + 5;
+  const std::size_t acquired_col = column_of(lines[0], "ACQUIRED");
+  const std::size_t left_col = column_of(lines[0], "TIME LEFT");
+  ASSERT_NE(holder_col, std::string::npos);
+  ASSERT_NE(acquired_col, std::string::npos);
+  for (std::size_t i = 1; i < lines.size(); ++i) {
+    const std::string& line = lines[i];
+    const auto width_to = [&](std::size_t byte) { return test_width(std::string_view(line).substr(0, byte)); };
+    const auto holder_at = line.find(" h-") + 1;
+    EXPECT_EQ(width_to(holder_at), holder_col) << r.out;
+    // The right-aligned fence ends under the end of FENCE; ACQUIRED and TIME LEFT start under theirs.
+    const auto fence_at = line.find_first_not_of(' ', line.find(' ', holder_at));
+    const auto fence_stop = line.find(' ', fence_at);
+    EXPECT_EQ(width_to(fence_stop), fence_end) << r.out;
+    EXPECT_EQ(width_to(line.find_first_not_of(' ', fence_stop)), acquired_col) << r.out;
+    EXPECT_EQ(width_to(line.find_last_of(' ') + 1), left_col) << r.out;
+  }
+  for (auto* p : {a.get(), b.get(), c.get()}) ::kill(p->pid(), SIGTERM);
+}
+
+// Reading commands never create or write a SQLite database.
+TEST_F(cli_unmigrated, status_on_a_missing_sqlite_file_does_not_create_it) {
+  const std::string missing = dir_ + "/missing.db";
+  const auto r = sqllock({"status", "--url", "sqlite:" + missing});
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sqllock migrate"), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists(missing));
+  EXPECT_FALSE(file_exists(missing + "-sqllock-wait"));
+  EXPECT_FALSE(file_exists(missing + "-wal"));
+  const auto released = sqllock({"release", "--url", "sqlite:" + missing, "--name", "x", "--force"});
+  EXPECT_EQ(released.exit_code, 69) << released.err;
+  EXPECT_NE(released.err.find("does not exist"), std::string::npos) << released.err;
+  EXPECT_FALSE(file_exists(missing));
+}

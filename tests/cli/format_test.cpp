@@ -44,14 +44,23 @@ TEST(format, human_duration) {
 
 TEST(format, empty_outputs) {
   EXPECT_EQ(sqllock_cli::locks_json({}), "[]\n");
-  EXPECT_EQ(sqllock_cli::locks_table({}), "NAME  HOLDER  FENCE  TIME LEFT\n");
+  EXPECT_EQ(sqllock_cli::locks_table({}), "NAME  HOLDER  FENCE  ACQUIRED (UTC)  EXPIRES (UTC)  TIME LEFT\n");
 }
 
 TEST(format, table_aligns_columns) {
-  sqllock::lock_info a{"deploy", "host:1:ab", 7, 1, 12300ms};
-  sqllock::lock_info b{"x", "h", 123, 2, 500ms};
+  const std::chrono::system_clock::time_point t{std::chrono::milliseconds(1'764'074'096'789)};  // 2025-11-25T12:34:56.789Z
+  sqllock::lock_info a{"deploy", "host:1:ab", 7, 1, 12300ms, "owner-a", t, t + 30s};
+  sqllock::lock_info b{"x", "h", 123, 2, 500ms, "owner-b", {}, {}};  // times unknown
   EXPECT_EQ(sqllock_cli::locks_table({a, b}),
-            "NAME    HOLDER     FENCE  TIME LEFT\n"
-            "deploy  host:1:ab      7  12.3s\n"
-            "x       h            123  500ms\n");
+            "NAME    HOLDER     FENCE  ACQUIRED (UTC)        EXPIRES (UTC)         TIME LEFT\n"
+            "deploy  host:1:ab      7  2025-11-25T12:34:56Z  2025-11-25T12:35:26Z  12.3s\n"
+            "x       h            123  -                     -                     500ms\n");
+  const std::string json = sqllock_cli::locks_json({a, b});
+  EXPECT_NE(json.find("\"acquired_at\": \"2025-11-25T12:34:56.789Z\", \"expires_at\": \"2025-11-25T12:35:26.789Z\""),
+            std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"acquired_at\": null, \"expires_at\": null"), std::string::npos) << json;
+  // Wide characters take two columns, combining marks none.
+  EXPECT_EQ(sqllock_cli::display_width("\xe9\x8c\xa0\xe5\x89\x8d"), 4u);
+  EXPECT_EQ(sqllock_cli::display_width("cafe\xcc\x81"), 4u);
 }

@@ -172,6 +172,7 @@ class Driver:
         self.faketime_lib = next((p for p in FAKETIME_LIB_CANDIDATES if os.path.exists(p)), None)
         self.notes = []
         self.proxy_stats = []
+        self.ttl_top = max(opts.ttl_ms, opts.ttl_max_ms)  # the longest outer TTL drawn
         u = urllib.parse.urlsplit(opts.url) if self.backend != "sqlite" else None
         self.server_port = u.port if u else None
 
@@ -328,7 +329,7 @@ class Driver:
         next_restart = t0 + (restart_every or 0) * 0.8
         next_fault = t0 + 2.0
         pending_respawn = []  # (time, slot)
-        stall_us = (o.ttl_ms + o.wait_ms) * 1000 + 15_000_000
+        stall_us = (self.ttl_top * 2 + o.wait_ms) * 1000 + 15_000_000
         while time.monotonic() < end:
             time.sleep(0.05)
             tnow = now_us()
@@ -386,13 +387,13 @@ class Driver:
                 p.stopped_until = None
         for p in list(slots.values()) + [self.probe]:
             self.signal(p, signal.SIGTERM)
-        deadline = time.monotonic() + (o.ttl_ms * 2 + o.wait_ms) / 1000 + 20
+        deadline = time.monotonic() + (self.ttl_top * 3 + o.wait_ms) / 1000 + 20
         for p in slots.values():
             try:
                 p.exit_code = p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.v.add("process_stuck", f"lock worker {p.index} did not finish within "
-                                            f"{(o.ttl_ms * 2 + o.wait_ms) / 1000 + 20:.0f}s of SIGTERM")
+                                            f"{(self.ttl_top * 3 + o.wait_ms) / 1000 + 20:.0f}s of SIGTERM")
                 p.killed_by_us = True
                 self.signal(p, signal.SIGKILL)
                 p.popen.wait()
@@ -467,7 +468,7 @@ class Driver:
         elif kind == "stop":
             if sum(1 for q in slots.values() if q.stopped_until) >= 2:
                 return
-            dur = self.o.ttl_ms / 1000 * self.rng.uniform(1.5, 2.5)
+            dur = self.ttl_top / 1000 * self.rng.uniform(1.5, 2.5)
             if self.signal(p, signal.SIGSTOP):
                 self.faults["stop"] += 1
                 ev = dict(kind="stop", t=now_us(), pid=p.pid, holding=holding, t_end=None)
@@ -769,7 +770,8 @@ class Driver:
                 # before it). From then on the name is free: a waiter that times out before anyone
                 # acquired it is stuck, and the first waiter should get it within a poll interval.
                 name, token = ev["holding"]
-                free_by = ev["t"] + o.ttl_ms * 1000
+                ttl = self.lease_ttl_at(ev["pid"], ev["t"])
+                free_by = ev["t"] + ttl * 1000
                 nxt = [a for a in by_name.get(name, []) if a["t_ack"] > ev["t"]]
                 first = min(nxt, key=lambda a: a["t_ack"]) if nxt else None
                 limit = first["t_ack"] if first else float("inf")
@@ -787,11 +789,11 @@ class Driver:
                     self.takeovers += 1
                     self.takeover_delays.append((delay, name, token, ev["t"]))
                     self.max_takeover_ms = max(self.max_takeover_ms, delay)
-                    if delay > o.ttl_ms + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]) \
+                    if delay > ttl + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]) \
                             and not self.db_stalled(ev["t"], first["t_ack"]):
                         self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
-                                                    f"(token {token}) was killed (TTL {o.ttl_ms} ms)")
-                elif not first and phase_end - ev["t"] > (o.ttl_ms + o.wait_ms + 5000) * 1000:
+                                                    f"(token {token}) was killed (TTL {ttl} ms)")
+                elif not first and phase_end - ev["t"] > (ttl + o.wait_ms + 5000) * 1000:
                     self.v.add("stuck_lock", f"{name}: nobody acquired it after holder token {token} was killed")
             if ev["kind"] == "stop" and ev.get("holding") and ev.get("t_end"):
                 name, token = ev["holding"]
@@ -865,6 +867,28 @@ class Driver:
                                      pid=p.pid, index=p.index, label=p.holder_label or ""))
             per_proc.append((p, recs))
         return per_proc
+
+    def lease_ttl_at(self, pid, t):
+        """The TTL in force for `pid`'s lease at time t: its outer acquisition's, or a longer inner
+        guard's while that is held (from the history; the driver's --ttl-ms without one)."""
+        if not hasattr(self, "per_proc"):
+            self.per_proc = self.read_history()
+        ttl, inner, pending = self.o.ttl_ms, None, None
+        for p, recs in self.per_proc:
+            if p.pid != pid:
+                continue
+            for r in recs:
+                if r["t"] > t:
+                    break
+                if r["phase"] == "invoke" and r["op"] in ("acquire", "inner_acquire"):
+                    pending = int(r["detail"].split("=")[1]) if r["detail"].startswith("ttl=") else None
+                elif r["phase"] == "ok" and r["op"] == "acquire" and pending:
+                    ttl, inner = pending, None
+                elif r["phase"] == "ok" and r["op"] == "inner_acquire" and pending:
+                    inner = pending
+                elif r["op"] == "inner_release" and r["phase"] == "invoke":
+                    inner = None
+        return max(ttl, inner or 0)
 
     def critical_sections(self, per_proc):
         """Per worker: from an acquire's ok to the first of its release's invoke, a loss report to
@@ -1002,7 +1026,7 @@ class Driver:
             inv[strategy] = (procs, secs)
         lock_secs = max(15.0, o.duration - (time.monotonic() - t_start))
         self.lock_phase(lock_secs)
-        vr = self.run_worker("verify", check=False, ttl=o.ttl_ms, wait=o.wait_ms)
+        vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
         if vr.returncode not in (0, 1):
             self.v.add("verify_failed", vr.stderr.strip()[:300])

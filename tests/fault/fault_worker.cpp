@@ -326,18 +326,20 @@ int run_lock(const args& a) {
 
   while (!g_stop.load() && c) {
     auto name = lock_name(prefix, static_cast<int>(pick(0, names - 1)));
-    const auto ttl = std::chrono::milliseconds(pick(ttl_min, ttl_max));
+    const long long ttl_ms = pick(ttl_min, ttl_max);
+    const auto ttl = std::chrono::milliseconds(ttl_ms);
     std::optional<sqllock::lease_guard> g;
     std::atomic<bool> lost_cb{false};
     op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl.count()));
     auto t_req = now_us();
     try {
-      auto outer_lost = on_lost_of("outer");
-      g = c->try_acquire_for(name, wait, {.ttl = ttl, .on_lost = [&lost_cb, outer_lost](const std::string& n,
-                                                                                        std::int64_t tok) {
-                                            lost_cb = true;
-                                            outer_lost(n, tok);
-                                          }});
+      sqllock::lease_options lo;
+      lo.ttl = ttl;
+      lo.on_lost = [&lost_cb, outer_lost = on_lost_of("outer")](const std::string& n, std::int64_t tok) {
+        lost_cb = true;
+        outer_lost(n, tok);
+      };
+      g = c->try_acquire_for(name, wait, lo);
     } catch (const std::exception& e) {
       op(phase_of(error_kind(e)), "acquire", name, 0, error_kind(e));
       failed("acquire", e);
@@ -362,12 +364,14 @@ int run_lock(const args& a) {
     if (pick(0, 99) < nest_pct) {
       const bool shorter = pick(0, 1) == 0;
       const auto inner_ttl = std::chrono::milliseconds(
-          shorter ? pick(std::max(1LL, ttl.count() / 8), std::max(1LL, ttl.count() / 3))
-                  : pick(ttl.count() * 3 / 2, ttl.count() * 3));
+          shorter ? pick(std::max(1LL, ttl_ms / 8), std::max(1LL, ttl_ms / 3)) : pick(ttl_ms * 3 / 2, ttl_ms * 3));
       op("invoke", "inner_acquire", name, token, "ttl=" + std::to_string(inner_ttl.count()));
       std::optional<sqllock::lease_guard> inner;
       try {
-        inner = c->try_acquire_for(name, wait, {.ttl = inner_ttl, .on_lost = on_lost_of("inner")});
+        sqllock::lease_options lo;
+        lo.ttl = inner_ttl;
+        lo.on_lost = on_lost_of("inner");
+        inner = c->try_acquire_for(name, wait, lo);
         if (inner) {
           op("ok", "inner_acquire", name, inner->fencing_token(), "hold=" + std::to_string(inner->hold_count()));
         } else {
@@ -378,7 +382,8 @@ int run_lock(const args& a) {
         log.line("E", "inner_acquire", error_kind(e), now_us(), e.what());
       }
       if (inner) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(pick(5, std::min(300LL, inner_ttl.count() / 2 + 5))));
+        const long long inner_ms = inner_ttl.count();
+        std::this_thread::sleep_for(std::chrono::milliseconds(pick(5, std::min(300LL, inner_ms / 2 + 5))));
         const bool was_lost = inner->lost();
         if (was_lost) op("lost", "inner", name, token, "flag");
         op("invoke", "inner_release", name, token, "");
@@ -395,11 +400,11 @@ int run_lock(const args& a) {
       }
       // Hold the outer guard past the inner TTL (when shorter) by up to half the outer TTL more.
       std::this_thread::sleep_for(std::chrono::milliseconds(
-          shorter ? pick(inner_ttl.count() + 100, inner_ttl.count() + ttl.count() / 2) : pick(5, ttl.count() / 4)));
+          shorter ? pick(inner_ttl.count() + 100, inner_ttl.count() + ttl_ms / 2) : pick(5, ttl_ms / 4)));
     }
 
     // The critical section: mostly short, sometimes longer than a renewal period.
-    long long hold_ms = pick(0, 99) < 5 ? pick(ttl.count(), ttl.count() * 3 / 2) : pick(5, ttl.count() / 5);
+    long long hold_ms = pick(0, 99) < 5 ? pick(ttl_ms, ttl_ms * 3 / 2) : pick(5, ttl_ms / 5);
     std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
 
     // The fenced write: applies only when our token is >= the highest already applied.

@@ -518,6 +518,15 @@ class Driver:
         self.faults[kind] += 1
         self.events.append(ev)
 
+    def proxy_totals(self):
+        """Sums of the proxies' final `stats` answers (what the network faults really did)."""
+        tot = {}
+        for line in self.proxy_stats:
+            for k, v in re.findall(r"(\w+)=(\d+)", line):
+                if k != "open":
+                    tot[k] = tot.get(k, 0) + int(v)
+        return ",".join(f"{k}={v}" for k, v in tot.items()) or "none"
+
     def end_proxy_faults(self, slots, all_now=False):
         """Heals the proxy faults whose time is up (all of them with all_now)."""
         now = time.monotonic()
@@ -1021,7 +1030,7 @@ class Driver:
         # fills the rest of the duration, so a run lasts about --duration.
         inv_secs = max(8.0, o.duration * 0.4 / 3)
         inv = {}
-        for strategy in ("atomic", "cas", "rowlock"):
+        for strategy in (("atomic", "cas", "rowlock") if o.inventory == "on" else ()):
             procs, secs = self.inventory_phase(strategy, inv_secs)
             inv[strategy] = (procs, secs)
         lock_secs = max(15.0, o.duration - (time.monotonic() - t_start))
@@ -1037,7 +1046,7 @@ class Driver:
         self.check_lock_phase(db, verify_lines)
         self.check_history()
         inv_parts = []
-        for strategy in ("atomic", "cas", "rowlock"):
+        for strategy in inv:
             sold, stock = self.check_inventory(db, strategy, inv[strategy][0])
             inv_parts.append(f"{strategy}:acked={sold},stock={stock}")
         if self.backend == "sqlite" and db["integrity"] != ["ok"]:
@@ -1076,6 +1085,7 @@ class Driver:
               f"classes[{','.join(sorted(self.classes)) or 'none'}] nest_pct={o.nest_pct} "
               f"shared_holder={len(self.shared_slots)} ttl_ms={o.ttl_ms}-{max(o.ttl_ms, o.ttl_max_ms)} "
               f"history[{','.join(f'{k}={v}' for k, v in self.hist.items())}] "
+              f"proxies[{self.proxy_totals()}] "
               f"violations_by_kind[{','.join(f'{k}={v}' for k, v in sorted(self.v.by_kind().items())) or 'none'}]",
               flush=True)
         return 0 if self.v.count() == 0 else 1
@@ -1111,6 +1121,8 @@ def main():
                     help="outer TTLs are drawn from [--ttl-ms, --ttl-max-ms]")
     ap.add_argument("--shared-holder", type=int, default=3,
                     help="this many lock workers share one holder label (0 or 1: none)")
+    ap.add_argument("--inventory", choices=["on", "off"], default="on",
+                    help="off: no inventory phase, the whole duration is the lock phase")
     ap.add_argument("--print-max", type=int, default=5, help="violations printed per kind")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")

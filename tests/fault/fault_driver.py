@@ -297,6 +297,7 @@ class Driver:
             lock_kw["ttl_max"] = o.ttl_max_ms
         if o.nest_pct:
             lock_kw["nest_pct"] = o.nest_pct
+            lock_kw["nest_ttl"] = o.nest_ttl
         shared = set(range(max(0, o.workers - o.shared_holder), o.workers)) if o.shared_holder >= 2 else set()
         self.shared_slots = shared
 
@@ -1082,7 +1083,7 @@ class Driver:
               f"(ttl={o.ttl_ms}ms) acquisitions_by_clock[{skew}] unexplained_lease_losses[{unexplained}] "
               f"worker_errors[{errs}] db_write_stalls={len(self.stalls)}(max_ms={max_stall:.0f},"
               f"excused={self.excused_by_stall}) "
-              f"classes[{','.join(sorted(self.classes)) or 'none'}] nest_pct={o.nest_pct} "
+              f"classes[{','.join(sorted(self.classes)) or 'none'}] nest_pct={o.nest_pct}({o.nest_ttl}) "
               f"shared_holder={len(self.shared_slots)} ttl_ms={o.ttl_ms}-{max(o.ttl_ms, o.ttl_max_ms)} "
               f"history[{','.join(f'{k}={v}' for k, v in self.hist.items())}] "
               f"proxies[{self.proxy_totals()}] "
@@ -1117,6 +1118,8 @@ def main():
                     help="put the lock workers behind proxies: auto = when a proxy class is selected")
     ap.add_argument("--nest-pct", type=int, default=25,
                     help="percent of acquisitions that nest a reentrant guard (inner TTL shorter or longer)")
+    ap.add_argument("--nest-ttl", choices=["shorter", "longer", "both"], default="both",
+                    help="inner TTLs shorter than the outer one, longer, or either")
     ap.add_argument("--ttl-max-ms", type=int, default=4000,
                     help="outer TTLs are drawn from [--ttl-ms, --ttl-max-ms]")
     ap.add_argument("--shared-holder", type=int, default=3,

@@ -2,7 +2,7 @@
 //
 //   fault_worker setup     --url U --prefix P --names N [--stock S]
 //   fault_worker lock      --url U --prefix P --names N --ttl MS --wait MS --log F --index I
-//                          [--ttl-max MS] [--nest-pct N] [--holder LABEL]
+//                          [--ttl-max MS] [--nest-pct N] [--nest-ttl shorter|longer|both] [--holder LABEL]
 //   fault_worker inventory --url U --prefix P --strategy atomic|cas|rowlock --index I --log F
 //   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS
 //   fault_worker dump      --url U --prefix P --names N
@@ -289,6 +289,7 @@ int run_lock(const args& a) {
   long long index = a.num("index", 0);
   int slow_pct = static_cast<int>(a.num("slow-tx-pct", 10));
   int nest_pct = static_cast<int>(a.num("nest-pct", 0));
+  const std::string nest_ttl = a.get("nest-ttl", "both");  // the inner TTL: shorter|longer|both
   const std::string label = a.get("holder");
   line_log log(a.get("log"));
   std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index) * 7919);
@@ -362,7 +363,7 @@ int run_lock(const args& a) {
     // one, released before the outer; the outer keeps holding past the inner TTL, so an inner
     // hold that shortened the lease shows as another process acquiring meanwhile.
     if (pick(0, 99) < nest_pct) {
-      const bool shorter = pick(0, 1) == 0;
+      const bool shorter = nest_ttl == "shorter" || (nest_ttl != "longer" && pick(0, 1) == 0);
       const auto inner_ttl = std::chrono::milliseconds(
           shorter ? pick(std::max(1LL, ttl_ms / 8), std::max(1LL, ttl_ms / 3)) : pick(ttl_ms * 3 / 2, ttl_ms * 3));
       op("invoke", "inner_acquire", name, token, "ttl=" + std::to_string(inner_ttl.count()));

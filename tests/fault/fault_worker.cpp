@@ -359,10 +359,12 @@ int run_lock(const args& a) {
     const std::string holder = g->holder_id() + "#" + std::to_string(getpid());
     log.line("A", name, token, holder, t_req, now_us());
 
-    // Reentrant nesting: an inner guard on the same name, TTL shorter or longer than the outer
+    // Reentrant nesting: inner guards on the same name, TTL shorter or longer than the outer
     // one, released before the outer; the outer keeps holding past the inner TTL, so an inner
     // hold that shortened the lease shows as another process acquiring meanwhile.
-    if (pick(0, 99) < nest_pct) {
+    // One to three inner guards in turn: a re-entry after an inner release whose answer was lost is
+    // what a stale re-send of that release could match (ABA on the hold count).
+    for (long long cycles = pick(0, 99) < nest_pct ? pick(1, 3) : 0; cycles > 0 && !g_stop.load(); --cycles) {
       const bool shorter = nest_ttl == "shorter" || (nest_ttl != "longer" && pick(0, 1) == 0);
       const auto inner_ttl = std::chrono::milliseconds(
           shorter ? pick(std::max(1LL, ttl_ms / 8), std::max(1LL, ttl_ms / 3)) : pick(ttl_ms * 3 / 2, ttl_ms * 3));

@@ -152,7 +152,8 @@ class Driver:
         self.o = opts
         self.backend = opts.backend
         self.rng = random.Random(opts.seed)
-        self.prefix = "f%06x" % self.rng.randrange(1 << 24)
+        # Tables and names unique per run, also when a seed is replayed (a failed run keeps its tables).
+        self.prefix = "f%06x" % self.rng.randrange(1 << 24) + "p%x" % os.getpid()
         self.out = opts.out
         os.makedirs(self.out, exist_ok=True)
         self.v = Violations()

@@ -908,10 +908,13 @@ class Driver:
         out = []
         for p, recs in per_proc:
             cur = None
+            t_inv = None
             for r in recs:
+                if r["op"] == "acquire" and r["phase"] == "invoke":
+                    t_inv = r["t"]
                 if r["op"] == "acquire" and r["phase"] == "ok":
                     cur = dict(name=r["name"], token=r["token"], pid=p.pid, index=p.index, label=r["label"],
-                               s=r["t"], e=None, how=None, start=r)
+                               s=r["t"], e=None, how=None, start=r, t_inv=t_inv or r["t"])
                     out.append(cur)
                 elif cur and r["name"] == cur["name"] and cur["e"] is None:
                     if r["phase"] == "lost":
@@ -925,11 +928,15 @@ class Driver:
                 cur["e"], cur["how"], cur["end"] = t_end, "process killed" if p.pid in kills else "log ends", None
         return out
 
-    def window(self, per_proc, name, pids, t0, t1, limit=14):
-        """The history of `name` by `pids` in [t0, t1], merged in time order, as printable lines."""
-        recs = sorted((r for _, rs in per_proc for r in rs if r["pid"] in pids and r["name"] == name
-                       and t0 <= r["t"] <= t1), key=lambda r: r["t"])
-        lines = [f"      +{(r['t'] - t0) / 1000:10.3f} ms  worker {r['index']:>4} pid {r['pid']:>7}"
+    def window(self, per_proc, name, x, x_t1, y, limit=14):
+        """The smallest window of `name`'s history that shows a conflict between critical sections
+        x and y: x's records from its acquisition to x_t1, y's from its acquire invoke to its ok;
+        merged in time order, as printable lines (times relative to x's acquisition)."""
+        t0 = x["s"]
+        recs = sorted((r for _, rs in per_proc for r in rs if r["name"] == name and (
+            (r["pid"] == x["pid"] and x["s"] <= r["t"] <= x_t1) or
+            (r["pid"] == y["pid"] and y["t_inv"] <= r["t"] <= y["s"]))), key=lambda r: r["t"])
+        lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  worker {r['index']:>4} pid {r['pid']:>7}"
                  f"{' label ' + r['label'] if r['label'] else ''}: {r['phase']:<7} {r['op']:<13} "
                  f"token {r['token']} {r['detail']}" for r in recs]
         if len(lines) > limit:
@@ -970,7 +977,7 @@ class Driver:
                     self.v.add(kind, f"{name}: worker {x['index']} (token {x['token']}) held from +0 to "
                                      f"+{(x['e'] - x['s']) / 1000:.3f} ms ({x['how']}); worker {y['index']} "
                                      f"acquired token {y['token']} at +{(y['s'] - x['s']) / 1000:.3f} ms{shared}:" +
-                               self.window(per_proc, name, {x["pid"], y["pid"]}, x["s"], max(x["e"], y["s"])))
+                               self.window(per_proc, name, x, x["e"], y))
                 active.append(y)
             seen = {}
             for y in lst:
@@ -979,7 +986,7 @@ class Driver:
                     self.hist["token_reused"] += 1
                     self.v.add("token_reused", f"{name}: token {y['token']} handed out to worker {x['index']} at +0 "
                                                f"and again to worker {y['index']} at +{(y['s'] - x['s']) / 1000:.3f} ms:" +
-                               self.window(per_proc, name, {x["pid"], y["pid"]}, x["s"], y["s"]))
+                               self.window(per_proc, name, x, x["e"], y))
                 else:
                     seen[y["token"]] = y
 
@@ -1093,7 +1100,43 @@ class Driver:
         return 0 if self.v.count() == 0 else 1
 
 
+class LoggedProc:
+    """A finished lock worker known only from its log (for --recheck)."""
+
+    def __init__(self, path):
+        self.log_path = path
+        self.index = int(re.search(r"lock_(\d+)\.log$", path).group(1))
+        first = next((c for c in Driver.read_log(path) if c[0] == "P"), None)
+        self.pid = int(first[1]) if first else -self.index
+        self.holder_label = first[4] if first and len(first) > 4 and first[4] else None
+
+
+def recheck(directory, print_max):
+    """Runs the whole-history checks again on the logs a run kept (lock_*.log, events.txt)."""
+    import ast
+    import glob
+    d = Driver.__new__(Driver)
+    d.v = Violations()
+    d.lock_procs_all = [LoggedProc(p) for p in sorted(glob.glob(os.path.join(directory, "lock_*.log")))]
+    d.events = []
+    ev_path = os.path.join(directory, "events.txt")
+    if os.path.exists(ev_path):
+        with open(ev_path) as f:
+            d.events = [ast.literal_eval(line) for line in f if line.strip()]
+    d.check_history()
+    printed = {}
+    for kind, detail in d.v.items:
+        printed[kind] = printed.get(kind, 0) + 1
+        if printed[kind] <= print_max:
+            print(f"VIOLATION {kind}: {detail}")
+    print(f"history[{','.join(f'{k}={v}' for k, v in d.hist.items())}] violations={d.v.count()}")
+    return 0 if d.v.count() == 0 else 1
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--recheck":
+        # fault_driver.py --recheck DIR [PRINT_MAX]: the history checker alone, on kept logs.
+        sys.exit(recheck(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 5))
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--backend", required=True, choices=["sqlite", "postgresql", "mysql"])
     ap.add_argument("--url", required=True)

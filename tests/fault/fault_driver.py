@@ -781,8 +781,8 @@ class Driver:
                 # before it). From then on the name is free: a waiter that times out before anyone
                 # acquired it is stuck, and the first waiter should get it within a poll interval.
                 name, token = ev["holding"]
-                ttl = self.lease_ttl_at(ev["pid"], ev["t"])
-                free_by = ev["t"] + ttl * 1000
+                free_by = self.lease_free_by(ev["pid"], ev["t"])
+                ttl = (free_by - ev["t"]) // 1000
                 nxt = [a for a in by_name.get(name, []) if a["t_ack"] > ev["t"]]
                 first = min(nxt, key=lambda a: a["t_ack"]) if nxt else None
                 limit = first["t_ack"] if first else float("inf")
@@ -879,12 +879,14 @@ class Driver:
             per_proc.append((p, recs))
         return per_proc
 
-    def lease_ttl_at(self, pid, t):
-        """The TTL in force for `pid`'s lease at time t: its outer acquisition's, or a longer inner
-        guard's while that is held (from the history; the driver's --ttl-ms without one)."""
+    def lease_free_by(self, pid, t):
+        """When the lease `pid` held at time t (its death) had certainly expired: t plus the TTL of
+        its outer acquisition, or later when an inner guard of that hold had a longer TTL (a
+        re-entry may lengthen the lease, and its release does not shorten it again). From the
+        history; the driver's --ttl-ms without one."""
         if not hasattr(self, "per_proc"):
             self.per_proc = self.read_history()
-        ttl, inner, pending = self.o.ttl_ms, None, None
+        end, pending = t + self.o.ttl_ms * 1000, None
         for p, recs in self.per_proc:
             if p.pid != pid:
                 continue
@@ -892,14 +894,12 @@ class Driver:
                 if r["t"] > t:
                     break
                 if r["phase"] == "invoke" and r["op"] in ("acquire", "inner_acquire"):
-                    pending = int(r["detail"].split("=")[1]) if r["detail"].startswith("ttl=") else None
-                elif r["phase"] == "ok" and r["op"] == "acquire" and pending:
-                    ttl, inner = pending, None
-                elif r["phase"] == "ok" and r["op"] == "inner_acquire" and pending:
-                    inner = pending
-                elif r["op"] == "inner_release" and r["phase"] == "invoke":
-                    inner = None
-        return max(ttl, inner or 0)
+                    pending = (int(r["detail"].split("=")[1]) if r["detail"].startswith("ttl=") else None, r["t"])
+                elif r["phase"] == "ok" and r["op"] == "acquire" and pending and pending[0]:
+                    end = t + pending[0] * 1000
+                elif r["phase"] == "ok" and r["op"] == "inner_acquire" and pending and pending[0]:
+                    end = max(end, pending[1] + pending[0] * 1000)
+        return end
 
     def critical_sections(self, per_proc):
         """Per worker: from an acquire's ok to the first of its release's invoke, a loss report to

@@ -122,7 +122,7 @@ class ProxyCtl:
             raise RuntimeError(f"fault_proxy did not start: {first}")
         self.port = int(first[1])
         self.pid = self.popen.pid
-        self.fault = None  # the proxy fault in force: (kind, end time, end command) or None
+        self.fault = None  # the proxy fault in force: dict(kind, until, ev, ...) or None
 
     def cmd(self, line):
         self.popen.stdin.write(line + "\n")

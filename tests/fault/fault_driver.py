@@ -781,6 +781,10 @@ class Driver:
                 # before it). From then on the name is free: a waiter that times out before anyone
                 # acquired it is stuck, and the first waiter should get it within a poll interval.
                 name, token = ev["holding"]
+                if any(a["token"] > token and a["t_ack"] < ev["t"] for a in by_name.get(name, [])):
+                    # Taken over before it died (a stopped or partitioned holder, killed later in the
+                    # same iteration): the name's fate after the kill is the later holder's.
+                    continue
                 free_by = self.lease_free_by(ev["pid"], ev["t"])
                 ttl = (free_by - ev["t"]) // 1000
                 nxt = [a for a in by_name.get(name, []) if a["t_ack"] > ev["t"]]

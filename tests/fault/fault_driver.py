@@ -92,6 +92,8 @@ class Proc:
             parts = line.split("\t")
             if not parts or not parts[0]:
                 continue
+            if parts[0] == "O":  # the operation history, read by the history checker
+                continue
             self.state = parts[0]
             if parts[0] == "A":
                 self.holding = (parts[1], int(parts[2]))
@@ -99,31 +101,86 @@ class Proc:
                 self.holding = None
 
 
+def replace_url_host(url, host, port):
+    """`url` with host[:port] replaced, user-info, path and query kept (postgresql://, mysql://)."""
+    u = urllib.parse.urlsplit(url)
+    userinfo = u.netloc.rpartition("@")[0]
+    netloc = (userinfo + "@" if userinfo else "") + f"{host}:{port}"
+    return urllib.parse.urlunsplit((u.scheme, netloc, u.path, u.query, u.fragment))
+
+
+class ProxyCtl:
+    """One fault_proxy process (tests/fault/fault_proxy_main.cpp) in front of the server, driven
+    over its stdin: each command line is answered by one line ("ok ..." or "error: ...")."""
+
+    def __init__(self, binary, host, port, log_path):
+        self.stderr = open(log_path, "w")
+        self.popen = subprocess.Popen([binary, "--upstream", f"{host}:{port}"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.PIPE, stderr=self.stderr, text=True, bufsize=1)
+        first = self.popen.stdout.readline().split()
+        if len(first) != 2 or first[0] != "port":
+            raise RuntimeError(f"fault_proxy did not start: {first}")
+        self.port = int(first[1])
+        self.pid = self.popen.pid
+        self.fault = None  # the proxy fault in force: dict(kind, until, ev, ...) or None
+
+    def cmd(self, line):
+        self.popen.stdin.write(line + "\n")
+        self.popen.stdin.flush()
+        answer = self.popen.stdout.readline().strip()
+        if not answer.startswith("ok"):
+            raise RuntimeError(f"fault_proxy {line!r}: {answer!r}")
+        return answer
+
+    def close(self):
+        try:
+            self.popen.stdin.write("quit\n")
+            self.popen.stdin.flush()
+            self.popen.wait(timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            self.popen.kill()
+            self.popen.wait()
+        self.stderr.close()
+
+
+PROXY_KINDS = ("partition", "lose_answer", "delay", "cut")
+ALL_KINDS = ("kill", "kill_mid_tx", "stop", "conn_kill", "conn_kill_mid_tx", "restart") + PROXY_KINDS
+
+
 class Driver:
     def __init__(self, opts):
         self.o = opts
         self.backend = opts.backend
         self.rng = random.Random(opts.seed)
-        self.prefix = "f%06x" % self.rng.randrange(1 << 24)
+        # Tables and names unique per run, also when a seed is replayed (a failed run keeps its tables).
+        self.prefix = "f%06x" % self.rng.randrange(1 << 24) + "p%x" % os.getpid()
         self.out = opts.out
         os.makedirs(self.out, exist_ok=True)
         self.v = Violations()
         self.events = []  # dicts: kind, t, pid, holding, t_end
         self.restarts = []  # (t_start, t_end)
-        self.faults = {k: 0 for k in ("kill", "kill_mid_tx", "stop", "conn_kill", "conn_kill_mid_tx", "restart")}
+        self.faults = {k: 0 for k in ALL_KINDS}
+        self.classes = set(ALL_KINDS) if opts.classes == "all" else \
+            {c for c in opts.classes.split(",") if c and c != "none"}
+        unknown = self.classes - set(ALL_KINDS)
+        if unknown:
+            raise SystemExit(f"fault_driver: unknown fault classes {sorted(unknown)} (known: {', '.join(ALL_KINDS)})")
+        self.proxies = {}  # slot -> ProxyCtl (server backends: one proxy per lock-worker slot)
         self.inventory_kills = 0
         self.inventory_conn_kills = 0
         self.next_index = 1
         self.exited = []  # Proc objects that finished
         self.faketime_lib = next((p for p in FAKETIME_LIB_CANDIDATES if os.path.exists(p)), None)
         self.notes = []
+        self.proxy_stats = []
+        self.ttl_top = max(opts.ttl_ms, opts.ttl_max_ms)  # the longest outer TTL drawn
         u = urllib.parse.urlsplit(opts.url) if self.backend != "sqlite" else None
         self.server_port = u.port if u else None
 
     # ------------------------------------------------------------------ helpers
 
-    def worker_cmd(self, mode, **kw):
-        cmd = [self.o.worker, mode, "--url", self.o.url, "--prefix", self.prefix, "--names", str(self.o.names)]
+    def worker_cmd(self, mode, url=None, **kw):
+        cmd = [self.o.worker, mode, "--url", url or self.o.url, "--prefix", self.prefix, "--names", str(self.o.names)]
         for k, val in kw.items():
             cmd += ["--" + k.replace("_", "-"), str(val)]
         return cmd
@@ -146,10 +203,16 @@ class Driver:
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"  # skew the wall clock, as NTP trouble would
             env["ASAN_OPTIONS"] = (env.get("ASAN_OPTIONS", "") + ":verify_asan_link_order=0").lstrip(":")
         stderr = open(os.path.join(self.out, f"{mode}_{index:05d}.stderr"), "w")
-        p = subprocess.Popen(self.worker_cmd(mode, index=index, log=log_path, **kw), env=env,
+        url = None
+        if mode == "lock" and slot in self.proxies:
+            url = replace_url_host(self.o.url, "127.0.0.1", self.proxies[slot].port)
+        p = subprocess.Popen(self.worker_cmd(mode, url=url, index=index, log=log_path, **kw), env=env,
                              stdout=subprocess.DEVNULL, stderr=stderr)
         stderr.close()
-        return Proc(slot, index, p, log_path, skew)
+        proc = Proc(slot, index, p, log_path, skew)
+        proc.proxy = self.proxies.get(slot) if mode == "lock" else None
+        proc.holder_label = kw.get("holder")
+        return proc
 
     def signal(self, proc, sig):
         try:
@@ -199,7 +262,9 @@ class Driver:
         return r.stdout
 
     def kill_connections(self, proc):
-        ports = self.server_connections(proc.pid)
+        # A worker behind its own proxy: the server sees the proxy's connections (one proxy per slot).
+        pr = getattr(proc, "proxy", None)
+        ports = self.server_connections(pr.pid if pr else proc.pid)
         if not ports:
             return 0
         plist = ",".join(str(p) for p in ports)
@@ -228,7 +293,27 @@ class Driver:
         elif skew and not self.faketime_lib:
             self.notes.append("libfaketime not found: no skewed workers")
         lock_kw = dict(ttl=o.ttl_ms, wait=o.wait_ms, slow_tx_pct=10)
-        slots = {s: self.spawn(s, "lock", skews.get(s), **lock_kw) for s in range(o.workers)}
+        # Workload shapes: random outer TTLs, reentrant nesting, workers sharing a holder label.
+        if o.ttl_max_ms > o.ttl_ms:
+            lock_kw["ttl_max"] = o.ttl_max_ms
+        if o.nest_pct:
+            lock_kw["nest_pct"] = o.nest_pct
+            lock_kw["nest_ttl"] = o.nest_ttl
+        shared = set(range(max(0, o.workers - o.shared_holder), o.workers)) if o.shared_holder >= 2 else set()
+        self.shared_slots = shared
+
+        def kw_of(slot):
+            return dict(lock_kw, holder="shared-" + self.prefix) if slot in shared else lock_kw
+        # Partitions and lost answers: one fault_proxy per lock-worker slot between it and the server.
+        want_proxy = self.backend != "sqlite" and (o.proxy_mode == "on" or (
+            o.proxy_mode == "auto" and self.classes & set(PROXY_KINDS)))
+        if want_proxy:
+            if not o.proxy or not os.access(o.proxy, os.X_OK):
+                raise SystemExit(f"fault_driver: fault_proxy binary not found ({o.proxy!r}); pass --proxy PATH")
+            u = urllib.parse.urlsplit(o.url)
+            for s_ in range(o.workers):
+                self.proxies[s_] = ProxyCtl(o.proxy, u.hostname, u.port, os.path.join(self.out, f"proxy_{s_}.stderr"))
+        slots = {s: self.spawn(s, "lock", skews.get(s), **kw_of(s)) for s in range(o.workers)}
         self.lock_procs_all = list(slots.values())
         # Measures when the database took writes at all; never a fault target.
         self.probe = self.spawn(-1, "probe")
@@ -238,11 +323,15 @@ class Driver:
         kinds = [("kill", 3), ("stop", 2), ("kill_mid_tx", 2 if self.backend == "sqlite" else 1)]
         if self.backend != "sqlite":
             kinds += [("conn_kill", 2), ("conn_kill_mid_tx", 2)]
-        restart_every = max(15.0, min(60.0, seconds / 3)) if (self.backend != "sqlite" and o.restart_cmd) else None
+        if self.proxies:
+            kinds += [("partition", 2), ("lose_answer", 3), ("delay", 1), ("cut", 1)]
+        kinds = [(k, w) for k, w in kinds if k in self.classes]
+        restart_every = max(15.0, min(60.0, seconds / 3)) if (
+            self.backend != "sqlite" and o.restart_cmd and "restart" in self.classes) else None
         next_restart = t0 + (restart_every or 0) * 0.8
         next_fault = t0 + 2.0
         pending_respawn = []  # (time, slot)
-        stall_us = (o.ttl_ms + o.wait_ms) * 1000 + 15_000_000
+        stall_us = (self.ttl_top * 2 + o.wait_ms) * 1000 + 15_000_000
         while time.monotonic() < end:
             time.sleep(0.05)
             tnow = now_us()
@@ -270,10 +359,11 @@ class Driver:
                     p.stall_reported = True
                     self.v.add("process_stuck", f"lock worker {p.index} pid {p.pid} wrote nothing for "
                                                 f"{(tnow - p.last_progress) / 1e6:.1f}s (state {p.state})")
+            self.end_proxy_faults(slots)
             for item in list(pending_respawn):
                 if time.monotonic() >= item[0]:
                     pending_respawn.remove(item)
-                    np = self.spawn(item[1], "lock", item[2], **lock_kw)
+                    np = self.spawn(item[1], "lock", item[2], **kw_of(item[1]))
                     slots[item[1]] = np
                     self.lock_procs_all.append(np)
             if restart_every and time.monotonic() >= next_restart and time.monotonic() < end - 10:
@@ -283,9 +373,15 @@ class Driver:
             if time.monotonic() < next_fault:
                 continue
             next_fault = time.monotonic() + self.rng.uniform(0.6, 1.6) * o.fault_interval
+            if not kinds:
+                continue
             kind = self.rng.choices([k for k, _ in kinds], weights=[w for _, w in kinds])[0]
-            self.inject(kind, slots)
-        # End of phase: resume stopped workers, ask everyone to finish its iteration, then wait.
+            if kind in PROXY_KINDS:
+                self.inject_proxy(kind, slots)
+            else:
+                self.inject(kind, slots)
+        # End of phase: heal the network, resume stopped workers, ask everyone to finish, then wait.
+        self.end_proxy_faults(slots, all_now=True)
         for p in slots.values():
             if p.stopped_until:
                 self.signal(p, signal.SIGCONT)
@@ -293,13 +389,13 @@ class Driver:
                 p.stopped_until = None
         for p in list(slots.values()) + [self.probe]:
             self.signal(p, signal.SIGTERM)
-        deadline = time.monotonic() + (o.ttl_ms * 2 + o.wait_ms) / 1000 + 20
+        deadline = time.monotonic() + (self.ttl_top * 3 + o.wait_ms) / 1000 + 20
         for p in slots.values():
             try:
                 p.exit_code = p.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.v.add("process_stuck", f"lock worker {p.index} did not finish within "
-                                            f"{(o.ttl_ms * 2 + o.wait_ms) / 1000 + 20:.0f}s of SIGTERM")
+                                            f"{(self.ttl_top * 3 + o.wait_ms) / 1000 + 20:.0f}s of SIGTERM")
                 p.killed_by_us = True
                 self.signal(p, signal.SIGKILL)
                 p.popen.wait()
@@ -311,6 +407,12 @@ class Driver:
         except subprocess.TimeoutExpired:
             self.probe.popen.kill()
             self.probe.popen.wait()
+        for pr in self.proxies.values():
+            try:
+                self.proxy_stats.append(pr.cmd("stats"))
+            except (OSError, RuntimeError):
+                pass
+            pr.close()
 
     def db_stalls(self):
         """Intervals (t0, t1) longer than 500 ms in which the probe's writes all failed or hung."""
@@ -368,7 +470,7 @@ class Driver:
         elif kind == "stop":
             if sum(1 for q in slots.values() if q.stopped_until) >= 2:
                 return
-            dur = self.o.ttl_ms / 1000 * self.rng.uniform(1.5, 2.5)
+            dur = self.ttl_top / 1000 * self.rng.uniform(1.5, 2.5)
             if self.signal(p, signal.SIGSTOP):
                 self.faults["stop"] += 1
                 ev = dict(kind="stop", t=now_us(), pid=p.pid, holding=holding, t_end=None)
@@ -381,6 +483,70 @@ class Driver:
             if n:
                 self.faults["conn_kill"] += 1
                 self.events.append(dict(kind="conn_kill", t=t, pid=p.pid, holding=holding, n=n))
+
+    # ------------------------------------------------------------------ faults through the proxies
+
+    def inject_proxy(self, kind, slots):
+        """A network fault between one lock worker (a holder, when there is one) and the server."""
+        cands = [p for p in slots.values() if p.proxy and not p.proxy.fault and not p.stopped_until
+                 and not p.killed_by_us and p.holding and p.state in ("A", "X", "W", "U")]
+        if not cands:
+            return
+        p = self.rng.choice(cands)
+        ttl_s = max(self.o.ttl_ms, self.o.ttl_max_ms) / 1000
+        ev = dict(kind=kind, t=now_us(), pid=p.pid, holding=p.holding, t_end=None)
+        if kind == "partition":
+            if sum(1 for q in self.proxies.values() if q.fault and q.fault["kind"] == "partition") >= 2:
+                return
+            # Silent drop both ways (no RST) for longer than the TTL; then heal, and reset the
+            # connections left half-open (what keepalive would do).
+            p.proxy.cmd("blackhole")
+            p.proxy.fault = dict(kind=kind, until=time.monotonic() + ttl_s * self.rng.uniform(1.3, 2.2), ev=ev)
+        elif kind == "lose_answer":
+            # The next statement(s) of this worker run on the server; their answers never arrive
+            # (the connection then stays silent, or is reset: lose-answer-reset).
+            how = "lose-answer-reset" if self.rng.random() < 0.3 else "lose-answer"
+            ev.update(sub=how, n=self.rng.choice((1, 1, 2)))
+            p.proxy.cmd(how)
+            p.proxy.fault = dict(kind=kind, until=time.monotonic() + ttl_s, ev=ev, how=how, rearm=ev["n"] - 1,
+                                 lost=int(re.search(r"answers_lost=(\d+)", p.proxy.cmd("stats")).group(1)))
+        elif kind == "delay":
+            ev["ms"] = self.rng.randint(50, 400)
+            p.proxy.cmd(f"delay {ev['ms']}")
+            p.proxy.fault = dict(kind=kind, until=time.monotonic() + self.rng.uniform(1.0, 3.0), ev=ev)
+        elif kind == "cut":
+            p.proxy.cmd("cut")
+            ev["t_end"] = now_us()
+        self.faults[kind] += 1
+        self.events.append(ev)
+
+    def proxy_totals(self):
+        """Sums of the proxies' final `stats` answers (what the network faults really did)."""
+        tot = {}
+        for line in self.proxy_stats:
+            for k, v in re.findall(r"(\w+)=(\d+)", line):
+                if k != "open":
+                    tot[k] = tot.get(k, 0) + int(v)
+        return ",".join(f"{k}={v}" for k, v in tot.items()) or "none"
+
+    def end_proxy_faults(self, slots, all_now=False):
+        """Heals the proxy faults whose time is up (all of them with all_now)."""
+        now = time.monotonic()
+        for pr in self.proxies.values():
+            f = pr.fault
+            if not f:
+                continue
+            if f["kind"] == "lose_answer" and f["rearm"] > 0 and not all_now:
+                lost = int(re.search(r"answers_lost=(\d+)", pr.cmd("stats")).group(1))
+                if lost > f["lost"]:  # the armed answer was dropped: drop the next statement's too
+                    f["lost"] = lost
+                    f["rearm"] -= 1
+                    pr.cmd(f["how"])
+            if all_now or now >= f["until"]:
+                pr.cmd("pass")
+                pr.cmd("cut-silenced")
+                f["ev"]["t_end"] = now_us()
+                pr.fault = None
 
     def restart_server(self):
         t = now_us()
@@ -615,7 +781,12 @@ class Driver:
                 # before it). From then on the name is free: a waiter that times out before anyone
                 # acquired it is stuck, and the first waiter should get it within a poll interval.
                 name, token = ev["holding"]
-                free_by = ev["t"] + o.ttl_ms * 1000
+                if any(a["token"] > token and a["t_ack"] < ev["t"] for a in by_name.get(name, [])):
+                    # Taken over before it died (a stopped or partitioned holder, killed later in the
+                    # same iteration): the name's fate after the kill is the later holder's.
+                    continue
+                free_by = self.lease_free_by(ev["pid"], ev["t"])
+                ttl = (free_by - ev["t"]) // 1000
                 nxt = [a for a in by_name.get(name, []) if a["t_ack"] > ev["t"]]
                 first = min(nxt, key=lambda a: a["t_ack"]) if nxt else None
                 limit = first["t_ack"] if first else float("inf")
@@ -633,11 +804,11 @@ class Driver:
                     self.takeovers += 1
                     self.takeover_delays.append((delay, name, token, ev["t"]))
                     self.max_takeover_ms = max(self.max_takeover_ms, delay)
-                    if delay > o.ttl_ms + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]) \
+                    if delay > ttl + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]) \
                             and not self.db_stalled(ev["t"], first["t_ack"]):
                         self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
-                                                    f"(token {token}) was killed (TTL {o.ttl_ms} ms)")
-                elif not first and phase_end - ev["t"] > (o.ttl_ms + o.wait_ms + 5000) * 1000:
+                                                    f"(token {token}) was killed (TTL {ttl} ms)")
+                elif not first and phase_end - ev["t"] > (ttl + o.wait_ms + 5000) * 1000:
                     self.v.add("stuck_lock", f"{name}: nobody acquired it after holder token {token} was killed")
             if ev["kind"] == "stop" and ev.get("holding") and ev.get("t_end"):
                 name, token = ev["holding"]
@@ -698,6 +869,131 @@ class Driver:
         self.acquisitions = len(acqs)
         self.writes_applied = applied
 
+    # ------------------------------------------------------------------ the history checker
+
+    def read_history(self):
+        """Every lock worker's O records, as dicts, in each worker's own order."""
+        per_proc = []
+        for p in self.lock_procs_all:
+            recs = []
+            for c in self.read_log(p.log_path):
+                if c[0] == "O" and len(c) >= 7:
+                    recs.append(dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
+                                     pid=p.pid, index=p.index, label=p.holder_label or ""))
+            per_proc.append((p, recs))
+        return per_proc
+
+    def lease_free_by(self, pid, t):
+        """When the lease `pid` held at time t (its death) had certainly expired: t plus the TTL of
+        its outer acquisition, or later when an inner guard of that hold had a longer TTL (a
+        re-entry may lengthen the lease, and its release does not shorten it again). From the
+        history; the driver's --ttl-ms without one."""
+        if not hasattr(self, "per_proc"):
+            self.per_proc = self.read_history()
+        end, pending = t + self.o.ttl_ms * 1000, None
+        for p, recs in self.per_proc:
+            if p.pid != pid:
+                continue
+            for r in recs:
+                if r["t"] > t:
+                    break
+                if r["phase"] == "invoke" and r["op"] in ("acquire", "inner_acquire"):
+                    pending = (int(r["detail"].split("=")[1]) if r["detail"].startswith("ttl=") else None, r["t"])
+                elif r["phase"] == "ok" and r["op"] == "acquire" and pending and pending[0]:
+                    end = t + pending[0] * 1000
+                elif r["phase"] == "ok" and r["op"] == "inner_acquire" and pending and pending[0]:
+                    end = max(end, pending[1] + pending[0] * 1000)
+        return end
+
+    def critical_sections(self, per_proc):
+        """Per worker: from an acquire's ok to the first of its release's invoke, a loss report to
+        it, or its death (SIGKILL by the driver)."""
+        kills = {ev["pid"]: ev["t"] for ev in self.events if ev["kind"] == "kill"}
+        out = []
+        for p, recs in per_proc:
+            cur = None
+            t_inv = None
+            for r in recs:
+                if r["op"] == "acquire" and r["phase"] == "invoke":
+                    t_inv = r["t"]
+                if r["op"] == "acquire" and r["phase"] == "ok":
+                    cur = dict(name=r["name"], token=r["token"], pid=p.pid, index=p.index, label=r["label"],
+                               s=r["t"], e=None, how=None, start=r, t_inv=t_inv or r["t"])
+                    out.append(cur)
+                elif cur and r["name"] == cur["name"] and cur["e"] is None:
+                    if r["phase"] == "lost":
+                        cur["e"], cur["how"], cur["end"] = r["t"], f"told of its loss ({r['op']}, {r['detail']})", r
+                    elif r["op"] == "release" and r["phase"] == "invoke":
+                        cur["e"], cur["how"], cur["end"] = r["t"], "release invoked", r
+                if r["op"] == "release" and r["phase"] != "invoke":
+                    cur = None
+            if cur and cur["e"] is None:
+                t_end = kills.get(p.pid, max((r["t"] for r in recs), default=cur["s"]))
+                cur["e"], cur["how"], cur["end"] = t_end, "process killed" if p.pid in kills else "log ends", None
+        return out
+
+    def window(self, per_proc, name, x, x_t1, y, limit=14):
+        """The smallest window of `name`'s history that shows a conflict between critical sections
+        x and y: x's records from its acquisition to x_t1, y's from its acquire invoke to its ok;
+        merged in time order, as printable lines (times relative to x's acquisition)."""
+        t0 = x["s"]
+        recs = sorted((r for _, rs in per_proc for r in rs if r["name"] == name and (
+            (r["pid"] == x["pid"] and x["s"] <= r["t"] <= x_t1) or
+            (r["pid"] == y["pid"] and y["t_inv"] <= r["t"] <= y["s"]))), key=lambda r: r["t"])
+        lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  worker {r['index']:>4} pid {r['pid']:>7}"
+                 f"{' label ' + r['label'] if r['label'] else ''}: {r['phase']:<7} {r['op']:<13} "
+                 f"token {r['token']} {r['detail']}" for r in recs]
+        if len(lines) > limit:
+            lines = lines[:limit // 2] + [f"      ... {len(lines) - limit} more ..."] + lines[-limit // 2:]
+        return "\n" + "\n".join(lines)
+
+    def check_history(self):
+        """Whole-history checks, per name: no two critical sections of different workers overlap
+        (CLOCK_MONOTONIC on one machine orders them; no margin); no token handed out twice; a
+        holder told of its loss no later than another acquired. Each violation prints the smallest
+        window of history that shows it."""
+        per_proc = self.read_history()
+        css = self.critical_sections(per_proc)
+        self.hist = dict(critical_sections=len(css), overlap=0, late_loss_report=0, token_reused=0,
+                         excused_paused=0)
+        stops = [ev for ev in self.events if ev["kind"] == "stop"]
+        by_name = {}
+        for cs in css:
+            by_name.setdefault(cs["name"], []).append(cs)
+        for name, lst in by_name.items():
+            lst.sort(key=lambda c: c["s"])
+            active = []
+            for y in lst:
+                active = [x for x in active if x["e"] > y["s"]]
+                for x in active:
+                    if x["pid"] == y["pid"]:
+                        continue
+                    # A frozen process (SIGSTOP, the GC pause) cannot be told in time: fencing covers
+                    # it, checked elsewhere (stale_write_applied, stopped_holder_*).
+                    if any(ev["pid"] == x["pid"] and ev["t"] <= y["s"] and (ev["t_end"] or y["s"]) >= x["s"]
+                           for ev in stops):
+                        self.hist["excused_paused"] += 1
+                        continue
+                    kind = "late_loss_report" if x["how"].startswith("told") else "overlap"
+                    self.hist[kind] += 1
+                    shared = " (both given holder label " + x["label"] + ")" if x["label"] and \
+                        x["label"] == y["label"] else ""
+                    self.v.add(kind, f"{name}: worker {x['index']} (token {x['token']}) held from +0 to "
+                                     f"+{(x['e'] - x['s']) / 1000:.3f} ms ({x['how']}); worker {y['index']} "
+                                     f"acquired token {y['token']} at +{(y['s'] - x['s']) / 1000:.3f} ms{shared}:" +
+                               self.window(per_proc, name, x, x["e"], y))
+                active.append(y)
+            seen = {}
+            for y in lst:
+                x = seen.get(y["token"])
+                if x:
+                    self.hist["token_reused"] += 1
+                    self.v.add("token_reused", f"{name}: token {y['token']} handed out to worker {x['index']} at +0 "
+                                               f"and again to worker {y['index']} at +{(y['s'] - x['s']) / 1000:.3f} ms:" +
+                               self.window(per_proc, name, x, x["e"], y))
+                else:
+                    seen[y["token"]] = y
+
     def excused(self, pid, t0, t1):
         """True when a stop of this process or a server restart overlapped [t0, t1]."""
         for ev in self.events:
@@ -747,12 +1043,12 @@ class Driver:
         # fills the rest of the duration, so a run lasts about --duration.
         inv_secs = max(8.0, o.duration * 0.4 / 3)
         inv = {}
-        for strategy in ("atomic", "cas", "rowlock"):
+        for strategy in (("atomic", "cas", "rowlock") if o.inventory == "on" else ()):
             procs, secs = self.inventory_phase(strategy, inv_secs)
             inv[strategy] = (procs, secs)
         lock_secs = max(15.0, o.duration - (time.monotonic() - t_start))
         self.lock_phase(lock_secs)
-        vr = self.run_worker("verify", check=False, ttl=o.ttl_ms, wait=o.wait_ms)
+        vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
         if vr.returncode not in (0, 1):
             self.v.add("verify_failed", vr.stderr.strip()[:300])
@@ -761,16 +1057,23 @@ class Driver:
                 f.write(repr(ev) + "\n")
         db = self.dump()
         self.check_lock_phase(db, verify_lines)
+        self.check_history()
         inv_parts = []
-        for strategy in ("atomic", "cas", "rowlock"):
+        for strategy in inv:
             sold, stock = self.check_inventory(db, strategy, inv[strategy][0])
             inv_parts.append(f"{strategy}:acked={sold},stock={stock}")
         if self.backend == "sqlite" and db["integrity"] != ["ok"]:
             self.v.add("sqlite_corrupt", f"PRAGMA integrity_check: {db['integrity'][:5]}")
         if self.v.count() == 0 and not o.keep:
             self.run_worker("cleanup", check=False)
+        printed = {}
         for kind, detail in self.v.items:
-            print(f"VIOLATION {self.backend} {kind}: {detail}", file=sys.stderr)
+            printed[kind] = printed.get(kind, 0) + 1
+            if printed[kind] <= o.print_max:
+                print(f"VIOLATION {self.backend} {kind}: {detail}", file=sys.stderr)
+        for kind, n in printed.items():
+            if n > o.print_max:
+                print(f"VIOLATION {self.backend} {kind}: ... {n - o.print_max} more not printed", file=sys.stderr)
         for note in self.notes[:10]:
             print(f"note {self.backend}: {note}", file=sys.stderr)
         faults = ",".join(f"{k}={v}" for k, v in self.faults.items())
@@ -791,11 +1094,53 @@ class Driver:
               f"violations={self.v.count()} takeovers={self.takeovers} max_takeover_ms={self.max_takeover_ms:.0f} "
               f"(ttl={o.ttl_ms}ms) acquisitions_by_clock[{skew}] unexplained_lease_losses[{unexplained}] "
               f"worker_errors[{errs}] db_write_stalls={len(self.stalls)}(max_ms={max_stall:.0f},"
-              f"excused={self.excused_by_stall})", flush=True)
+              f"excused={self.excused_by_stall}) "
+              f"classes[{','.join(sorted(self.classes)) or 'none'}] nest_pct={o.nest_pct}({o.nest_ttl}) "
+              f"shared_holder={len(self.shared_slots)} ttl_ms={o.ttl_ms}-{max(o.ttl_ms, o.ttl_max_ms)} "
+              f"history[{','.join(f'{k}={v}' for k, v in self.hist.items())}] "
+              f"proxies[{self.proxy_totals()}] "
+              f"violations_by_kind[{','.join(f'{k}={v}' for k, v in sorted(self.v.by_kind().items())) or 'none'}]",
+              flush=True)
         return 0 if self.v.count() == 0 else 1
 
 
+class LoggedProc:
+    """A finished lock worker known only from its log (for --recheck)."""
+
+    def __init__(self, path):
+        self.log_path = path
+        self.index = int(re.search(r"lock_(\d+)\.log$", path).group(1))
+        first = next((c for c in Driver.read_log(path) if c[0] == "P"), None)
+        self.pid = int(first[1]) if first else -self.index
+        self.holder_label = first[4] if first and len(first) > 4 and first[4] else None
+
+
+def recheck(directory, print_max):
+    """Runs the whole-history checks again on the logs a run kept (lock_*.log, events.txt)."""
+    import ast
+    import glob
+    d = Driver.__new__(Driver)
+    d.v = Violations()
+    d.lock_procs_all = [LoggedProc(p) for p in sorted(glob.glob(os.path.join(directory, "lock_*.log")))]
+    d.events = []
+    ev_path = os.path.join(directory, "events.txt")
+    if os.path.exists(ev_path):
+        with open(ev_path) as f:
+            d.events = [ast.literal_eval(line) for line in f if line.strip()]
+    d.check_history()
+    printed = {}
+    for kind, detail in d.v.items:
+        printed[kind] = printed.get(kind, 0) + 1
+        if printed[kind] <= print_max:
+            print(f"VIOLATION {kind}: {detail}")
+    print(f"history[{','.join(f'{k}={v}' for k, v in d.hist.items())}] violations={d.v.count()}")
+    return 0 if d.v.count() == 0 else 1
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--recheck":
+        # fault_driver.py --recheck DIR [PRINT_MAX]: the history checker alone, on kept logs.
+        sys.exit(recheck(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 5))
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--backend", required=True, choices=["sqlite", "postgresql", "mysql"])
     ap.add_argument("--url", required=True)
@@ -813,9 +1158,28 @@ def main():
     ap.add_argument("--skew", choices=["auto", "on", "off"], default="auto",
                     help="clock-skewed workers (+1h, -1h); auto = on")
     ap.add_argument("--keep", action="store_true", help="keep the tables after a clean run")
+    ap.add_argument("--classes", default="all",
+                    help="comma-separated fault classes to inject, or all / none: " + ",".join(ALL_KINDS))
+    ap.add_argument("--proxy", default=None,
+                    help="the fault_proxy binary (default: next to --worker); one per lock worker")
+    ap.add_argument("--proxy-mode", choices=["auto", "on", "off"], default="auto",
+                    help="put the lock workers behind proxies: auto = when a proxy class is selected")
+    ap.add_argument("--nest-pct", type=int, default=25,
+                    help="percent of acquisitions that nest a reentrant guard (inner TTL shorter or longer)")
+    ap.add_argument("--nest-ttl", choices=["shorter", "longer", "both"], default="both",
+                    help="inner TTLs shorter than the outer one, longer, or either")
+    ap.add_argument("--ttl-max-ms", type=int, default=4000,
+                    help="outer TTLs are drawn from [--ttl-ms, --ttl-max-ms]")
+    ap.add_argument("--shared-holder", type=int, default=3,
+                    help="this many lock workers share one holder label (0 or 1: none)")
+    ap.add_argument("--inventory", choices=["on", "off"], default="on",
+                    help="off: no inventory phase, the whole duration is the lock phase")
+    ap.add_argument("--print-max", type=int, default=5, help="violations printed per kind")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")
     o = ap.parse_args()
+    if o.proxy is None:
+        o.proxy = os.path.join(os.path.dirname(os.path.abspath(o.worker)), "fault_proxy")
     if o.seed is None:
         o.seed = int.from_bytes(os.urandom(4), "little")
     if o.backend != "sqlite" and not o.admin_url:

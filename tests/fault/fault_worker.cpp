@@ -2,6 +2,7 @@
 //
 //   fault_worker setup     --url U --prefix P --names N [--stock S]
 //   fault_worker lock      --url U --prefix P --names N --ttl MS --wait MS --log F --index I
+//                          [--ttl-max MS] [--nest-pct N] [--nest-ttl shorter|longer|both] [--holder LABEL]
 //   fault_worker inventory --url U --prefix P --strategy atomic|cas|rowlock --index I --log F
 //   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS
 //   fault_worker dump      --url U --prefix P --names N
@@ -11,11 +12,19 @@
 // Every log line is tab-separated, written with one write(2) and fsync-free but unbuffered, so a
 // SIGKILL loses at most the line being formed. Times are CLOCK_MONOTONIC microseconds (the driver
 // runs skewed workers with FAKETIME_DONT_FAKE_MONOTONIC=1, so these stay comparable).
+//
+// The lock loop also writes the operation history the checker reads as a whole, one `O` line per
+// event: O <t_us> <phase> <op> <name> <token> <detail>, phase invoke|ok|fail|unknown|lost, op
+// acquire|inner_acquire|inner_release|renew|release|write (unknown: the statement may or may not
+// have been applied, e.g. connection_lost; lost: the library told this process its lease is gone,
+// op = the guard, outer|inner, detail = how: callback|renew|release). Only the library's public
+// API of before and after the lease-engine rewrite is used, so the same source builds against both.
 #include <fcntl.h>
 #include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -106,6 +115,15 @@ std::string error_kind(const std::exception& e) {
   return "std_exception";
 }
 
+// What an error means for the history: `unknown` when the statement may have been applied (the
+// answer never came), `fail` when it certainly was not.
+const char* phase_of(const std::string& kind) {
+  return kind == "connection_lost" || kind == "query_canceled" || kind == "database_error" || kind == "error" ||
+                 kind == "std_exception"
+             ? "unknown"
+             : "fail";
+}
+
 std::string dialect_of(const std::string& url) {
   if (url.starts_with("sqlite:")) return "sqlite";
   if (url.starts_with("mysql:")) return "mysql";
@@ -120,9 +138,11 @@ std::string sales_table(const std::string& prefix, const std::string& s) { retur
 const std::vector<std::string> strategies = {"atomic", "cas", "rowlock"};
 
 // Connect, retrying while the database is unreachable (restarts), until stopped.
-std::optional<sqllock::client> connect_retry(const std::string& url, line_log* log, bool require_schema = true) {
+std::optional<sqllock::client> connect_retry(const std::string& url, line_log* log, bool require_schema = true,
+                                             const std::string& holder_label = {}) {
   sqllock::client_options o;
   o.require_schema = require_schema;
+  o.holder_id = holder_label;  // a label several workers may share (--holder); empty: the default
   for (int attempt = 0; !g_stop.load(); ++attempt) {
     try {
       return sqllock::connect(url, o);
@@ -263,16 +283,20 @@ int run_lock(const args& a) {
   auto url = a.get("url");
   auto prefix = a.get("prefix");
   int names = static_cast<int>(a.num("names", 3));
-  auto ttl = std::chrono::milliseconds(a.num("ttl", 2000));
+  const long long ttl_min = a.num("ttl", 2000);
+  const long long ttl_max = std::max(ttl_min, a.num("ttl-max", ttl_min));
   auto wait = std::chrono::milliseconds(a.num("wait", 3000));
   long long index = a.num("index", 0);
   int slow_pct = static_cast<int>(a.num("slow-tx-pct", 10));
+  int nest_pct = static_cast<int>(a.num("nest-pct", 0));
+  const std::string nest_ttl = a.get("nest-ttl", "both");  // the inner TTL: shorter|longer|both
+  const std::string label = a.get("holder");
   line_log log(a.get("log"));
   std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index) * 7919);
   auto pick = [&](long long lo, long long hi) { return std::uniform_int_distribution<long long>(lo, hi)(rng); };
 
-  log.line("P", getpid(), now_us(), index);
-  auto c = connect_retry(url, &log);
+  log.line("P", getpid(), now_us(), index, label);
+  auto c = connect_retry(url, &log, true, label);
   if (!c) return 0;
   const std::string update = "UPDATE " + res_table(prefix) +
                              " SET val = ?, token = ?, writer = ? WHERE res_id = ? AND token <= ?";
@@ -287,42 +311,113 @@ int run_lock(const args& a) {
     if (consecutive_errors >= 5 && now_us() - first_error_us > 15'000'000) {
       log.line("C", now_us());  // recreate the client
       c.reset();
-      c = connect_retry(url, &log);
+      c = connect_retry(url, &log, true, label);
       consecutive_errors = 0;
     }
     std::this_thread::sleep_for(100ms);
   };
+  // The history: one O line per event (see the top of this file).
+  auto op = [&log](const char* phase, const char* what, const std::string& name, std::int64_t token,
+                   const std::string& detail) { log.line("O", now_us(), phase, what, name, token, detail); };
+  auto on_lost_of = [&log](const char* which) {
+    return [&log, which](const std::string& n, std::int64_t tok) {
+      log.line("O", now_us(), "lost", which, n, tok, "callback");
+    };
+  };
 
   while (!g_stop.load() && c) {
     auto name = lock_name(prefix, static_cast<int>(pick(0, names - 1)));
-    auto t_req = now_us();
+    const long long ttl_ms = pick(ttl_min, ttl_max);
+    const auto ttl = std::chrono::milliseconds(ttl_ms);
     std::optional<sqllock::lease_guard> g;
     std::atomic<bool> lost_cb{false};
+    op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl.count()));
+    auto t_req = now_us();
     try {
-      g = c->try_acquire_for(name, wait, {.ttl = ttl, .on_lost = [&lost_cb](auto&, auto) { lost_cb = true; }});
+      sqllock::lease_options lo;
+      lo.ttl = ttl;
+      lo.on_lost = [&lost_cb, outer_lost = on_lost_of("outer")](const std::string& n, std::int64_t tok) {
+        lost_cb = true;
+        outer_lost(n, tok);
+      };
+      g = c->try_acquire_for(name, wait, lo);
     } catch (const std::exception& e) {
+      op(phase_of(error_kind(e)), "acquire", name, 0, error_kind(e));
       failed("acquire", e);
       continue;
     }
     if (!g) {
+      op("fail", "acquire", name, 0, "timeout");
       log.line("N", name, t_req, now_us());
       continue;
     }
+    op("ok", "acquire", name, g->fencing_token(), "hold=" + std::to_string(g->hold_count()));
     consecutive_errors = 0;
     const std::int64_t token = g->fencing_token();
-    const std::string holder = g->holder_id();
+    // The label plus the pid: what the fenced write records, unique per process even when the
+    // label is shared.
+    const std::string holder = g->holder_id() + "#" + std::to_string(getpid());
     log.line("A", name, token, holder, t_req, now_us());
 
+    // Reentrant nesting: inner guards on the same name, TTL shorter or longer than the outer
+    // one, released before the outer; the outer keeps holding past the inner TTL, so an inner
+    // hold that shortened the lease shows as another process acquiring meanwhile.
+    // One to three inner guards in turn: a re-entry after an inner release whose answer was lost is
+    // what a stale re-send of that release could match (ABA on the hold count).
+    for (long long cycles = pick(0, 99) < nest_pct ? pick(1, 3) : 0; cycles > 0 && !g_stop.load(); --cycles) {
+      const bool shorter = nest_ttl == "shorter" || (nest_ttl != "longer" && pick(0, 1) == 0);
+      const auto inner_ttl = std::chrono::milliseconds(
+          shorter ? pick(std::max(1LL, ttl_ms / 8), std::max(1LL, ttl_ms / 3)) : pick(ttl_ms * 3 / 2, ttl_ms * 3));
+      op("invoke", "inner_acquire", name, token, "ttl=" + std::to_string(inner_ttl.count()));
+      std::optional<sqllock::lease_guard> inner;
+      try {
+        sqllock::lease_options lo;
+        lo.ttl = inner_ttl;
+        lo.on_lost = on_lost_of("inner");
+        inner = c->try_acquire_for(name, wait, lo);
+        if (inner) {
+          op("ok", "inner_acquire", name, inner->fencing_token(), "hold=" + std::to_string(inner->hold_count()));
+        } else {
+          op("fail", "inner_acquire", name, 0, "timeout");
+        }
+      } catch (const std::exception& e) {
+        op(phase_of(error_kind(e)), "inner_acquire", name, 0, error_kind(e));
+        log.line("E", "inner_acquire", error_kind(e), now_us(), e.what());
+      }
+      if (inner) {
+        const long long inner_ms = inner_ttl.count();
+        std::this_thread::sleep_for(std::chrono::milliseconds(pick(5, std::min(300LL, inner_ms / 2 + 5))));
+        const bool was_lost = inner->lost();
+        if (was_lost) op("lost", "inner", name, token, "flag");
+        op("invoke", "inner_release", name, token, "");
+        try {
+          inner->release();
+          op("ok", "inner_release", name, token, "");
+        } catch (const std::exception& e) {
+          auto k = error_kind(e);
+          op(k == "lease_lost" || k == "not_holder" ? "fail" : phase_of(k), "inner_release", name, token, k);
+          if (k == "lease_lost" || k == "not_holder") op("lost", "inner", name, token, "release");
+          else log.line("E", "inner_release", k, now_us(), e.what());
+        }
+        inner.reset();
+      }
+      // Hold the outer guard past the inner TTL (when shorter) by up to half the outer TTL more.
+      std::this_thread::sleep_for(std::chrono::milliseconds(
+          shorter ? pick(inner_ttl.count() + 100, inner_ttl.count() + ttl_ms / 2) : pick(5, ttl_ms / 4)));
+    }
+
     // The critical section: mostly short, sometimes longer than a renewal period.
-    long long hold_ms = pick(0, 99) < 5 ? pick(ttl.count(), ttl.count() * 3 / 2) : pick(5, ttl.count() / 5);
+    long long hold_ms = pick(0, 99) < 5 ? pick(ttl_ms, ttl_ms * 3 / 2) : pick(5, ttl_ms / 5);
     std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
 
     // The fenced write: applies only when our token is >= the highest already applied.
     const std::int64_t val = (index << 32) | ++seq;
     bool lost_before = g->lost();
+    if (lost_before) op("lost", "outer", name, token, "flag");
     auto t_ws = now_us();
     std::string applied = "0";
     bool committing = false;
+    op("invoke", "write", name, token, std::to_string(val));
     try {
       auto tx = c->begin();
       auto n = tx.execute(update, {val, token, holder, name, token});
@@ -332,31 +427,49 @@ int run_lock(const args& a) {
       committing = true;
       tx.commit();
       applied = n == 1 ? "1" : "0";
+      op("ok", "write", name, token, applied == "1" ? "applied" : "rejected");
     } catch (const std::exception& e) {
       if (committing) applied = "?";
+      op(committing ? "unknown" : "fail", "write", name, token, error_kind(e));
       log.line("E", "write", error_kind(e), now_us(), e.what());
     }
     log.line("W", name, token, holder, t_ws, now_us(), applied, lost_before ? 1 : 0, val);
 
     // An explicit renew: after a takeover it must fail the owner check and mark the guard lost.
+    op("invoke", "renew", name, token, "");
     auto t_u0 = now_us();
     std::string renewed = "ok";
     try {
       g->renew();
+      op("ok", "renew", name, token, "");
     } catch (const std::exception& e) {
       renewed = error_kind(e);
-      if (renewed != "lease_lost" && renewed != "not_holder") log.line("E", "renew", renewed, now_us(), e.what());
+      if (renewed != "lease_lost" && renewed != "not_holder") {
+        op(phase_of(renewed), "renew", name, token, renewed);
+        log.line("E", "renew", renewed, now_us(), e.what());
+      } else {
+        op("fail", "renew", name, token, renewed);
+        op("lost", "outer", name, token, "renew");
+      }
     }
     log.line("U", name, token, t_u0, now_us(), renewed, g->lost() ? 1 : 0);
 
     bool lost_before_release = g->lost();
+    if (lost_before_release) op("lost", "outer", name, token, "flag");
+    op("invoke", "release", name, token, "");
     auto t_rr = now_us();
     std::string result = "ok";
     try {
       g->release();
+      op("ok", "release", name, token, "");
     } catch (const std::exception& e) {
       result = error_kind(e);
-      if (result != "lease_lost" && result != "not_holder") log.line("E", "release", result, now_us(), e.what());
+      if (result != "lease_lost" && result != "not_holder") {
+        op(phase_of(result), "release", name, token, result);
+        log.line("E", "release", result, now_us(), e.what());
+      } else {
+        op("fail", "release", name, token, result);
+      }
     }
     // (release() empties the guard, so lost() is read before it.)
     log.line("R", name, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);

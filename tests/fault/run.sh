@@ -6,7 +6,8 @@
 # D is e.g. 75s (default, the CI bound per backend) or 10m (a soak). Server URLs come from
 # SQLLOCK_TEST_POSTGRESQL_URL/_ADMIN_URL/_RESTART and SQLLOCK_TEST_MYSQL_URL/_ADMIN_URL/_RESTART;
 # when a backend's URL is not exported, a throwaway server is started (and stopped) for it.
-# The worker is $SQLLOCK_FAULT_WORKER, else DIR/tests/fault/fault_worker, built if missing.
+# The worker is $SQLLOCK_FAULT_WORKER, else DIR/tests/fault/fault_worker, built if missing; the
+# fault proxy (partitions, lost answers) is $SQLLOCK_FAULT_PROXY, else fault_proxy next to the worker.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 duration=75s
@@ -28,10 +29,11 @@ case $backend in
 esac
 
 worker=${SQLLOCK_FAULT_WORKER:-$build/tests/fault/fault_worker}
-if [[ ! -x $worker ]]; then
+proxy=${SQLLOCK_FAULT_PROXY:-$(dirname "$worker")/fault_proxy}
+if [[ ! -x $worker || ! -x $proxy ]]; then
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLLOCK_BUILD_CLI=OFF \
     -DSQLLOCK_BUILD_EXAMPLES=OFF >/dev/null
-  cmake --build "$build" -j 2 --target fault_worker
+  cmake --build "$build" -j 2 --target fault_worker fault_proxy
 fi
 
 work=$(mktemp -d /tmp/sqllock-fault.XXXXXX)
@@ -84,7 +86,7 @@ for b in "${backends[@]}"; do
       ;;
   esac
   if ! python3 "$root/tests/fault/fault_driver.py" --backend "$b" --url "$url" --admin-url "$admin" \
-      --restart-cmd "$restart" --worker "$worker" --duration "$duration" --out "$out" "${extra[@]}"; then
+      --restart-cmd "$restart" --worker "$worker" --proxy "$proxy" --duration "$duration" --out "$out" "${extra[@]}"; then
     status=1
   fi
 done

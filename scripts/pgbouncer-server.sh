@@ -202,8 +202,7 @@ EOF
   fi
 
   # Room for max_client_conn clients and the server connections (the soft limit is often 1024).
-  ulimit -n 4096 2>/dev/null || true
-  if ! as_owner "$bin" -d -q "$dir/pgbouncer.ini" 2>"$dir/start.err"; then
+  if ! as_owner sh -c 'ulimit -n 4096 2>/dev/null; exec "$@"' sh "$bin" -d -q "$dir/pgbouncer.ini" 2>"$dir/start.err"; then
     cat "$dir/start.err" >&2
     log_tail
     die "pgbouncer did not start (see $dir/pgbouncer.log)"

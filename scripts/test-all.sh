@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install what is missing, start throwaway PostgreSQL
 # and MariaDB servers on loopback (and PgBouncer in transaction mode in front of PostgreSQL),
-# build, and run: every test (unit, conformance per backend,
-# backend-specific, CLI, stories, package, the bounded fault-injection runs and fuzzers); the same
-# again under AddressSanitizer+UBSan (less the fault and fuzz runs, which are long and already
-# sanitized); the conformance suites under ThreadSanitizer (the PgBouncer runs, label pgbouncer,
-# only in the first pass: they test the protocol through the pooler, not memory or threads); the quick benchmarks, so they never
-# rot. Stops the servers also when tests fail, and closes with one "total: N passed, N failed".
+# build, and run: every test (unit, conformance per backend, backend-specific, CLI, stories,
+# package, the bounded fault-injection runs and fuzzers); the same again under
+# AddressSanitizer+UBSan (less the fault and fuzz runs, which are long and already sanitized);
+# the conformance suites under ThreadSanitizer; the quick benchmarks, so they never rot. The
+# PgBouncer tests (label pgbouncer) run in the first pass only: they test the protocol through the
+# pooler, which the sanitizer passes already cover directly. Stops the servers also when tests
+# fail, and closes with one "total: N passed, N failed".
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SQLLOCK_BUILD_DIR:-$root/build}

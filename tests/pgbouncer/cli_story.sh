@@ -40,7 +40,7 @@ if ! mkdir "$d/inside-$n" 2>/dev/null; then echo "$SQLLOCK_HOLDER" >> "$d/overla
 echo "start $(date +%s%N) $SQLLOCK_FENCE" >> "$d/log-$n"
 sleep 0.1
 echo "end $(date +%s%N) $SQLLOCK_FENCE" >> "$d/log-$n"
-rmdir "$d/inside-$n"'
+rmdir "$d/inside-$n" 2>/dev/null; true'
 
 started=$(date +%s%N)
 pids=()

@@ -12,7 +12,8 @@
 # as the system user sqllock-test (created if missing) through `runuser`, like the PostgreSQL
 # cluster. The Debian package pgbouncer is installed with apt-get, and only when missing.
 #
-# SQLLOCK_PGBOUNCER_POOL_SIZE sets the server connections per user/database (default 8).
+# SQLLOCK_PGBOUNCER_POOL_SIZE sets the server connections per user/database (default 8),
+# SQLLOCK_PGBOUNCER_POOL_MODE the pool mode (default transaction; session and statement for trying).
 set -euo pipefail
 
 die() {
@@ -35,6 +36,9 @@ script_path=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOU
 test_user=sqllock-test
 pool_size=${SQLLOCK_PGBOUNCER_POOL_SIZE:-8}
 [[ "$pool_size" =~ ^[1-9][0-9]*$ ]] || die "SQLLOCK_PGBOUNCER_POOL_SIZE must be a positive number"
+pool_mode=${SQLLOCK_PGBOUNCER_POOL_MODE:-transaction}
+[[ "$pool_mode" =~ ^(session|transaction|statement)$ ]] ||
+  die "SQLLOCK_PGBOUNCER_POOL_MODE must be session, transaction or statement"
 
 find_pgbouncer() {
   local p
@@ -181,13 +185,12 @@ listen_port = $port
 unix_socket_dir =
 auth_type = scram-sha-256
 auth_file = $dir/userlist.txt
-pool_mode = transaction
+pool_mode = $pool_mode
 default_pool_size = $pool_size
 min_pool_size = 0
 reserve_pool_size = 0
 max_client_conn = 1000
 max_db_connections = $pool_size
-server_reset_query =
 server_check_delay = 0
 logfile = $dir/pgbouncer.log
 pidfile = $dir/pgbouncer.pid
@@ -224,12 +227,12 @@ EOF
   local base="postgresql://$enc_user:$enc_password@127.0.0.1:$port/$pg_db"
   cat >"$dir/env.sh" <<EOF
 # Written by $script_path start $dir $pg_env
-# PgBouncer $("$bin" --version | awk 'NR==1{print $2}'), pool_mode=transaction, $pool_size server connections, in front of $pg_host:$pg_port
+# PgBouncer $("$bin" --version | awk 'NR==1{print $2}'), pool_mode=$pool_mode, $pool_size server connections, in front of $pg_host:$pg_port
 export SQLLOCK_TEST_PGBOUNCER_URL='$base?sqllock_prepared_statements=off&sqllock_notifications=off'
 export SQLLOCK_TEST_PGBOUNCER_PLAIN_URL='$base'
 export SQLLOCK_TEST_PGBOUNCER_LOG='$dir/pgbouncer.log'
 EOF
-  echo "PgBouncer running on 127.0.0.1:$port (transaction pooling, $pool_size server connections to $pg_host:$pg_port); source $dir/env.sh" >&2
+  echo "PgBouncer running on 127.0.0.1:$port (pool_mode=$pool_mode, $pool_size server connections to $pg_host:$pg_port); source $dir/env.sh" >&2
 }
 
 stop() {

@@ -12,7 +12,7 @@
 # as the system user sqllock-test (created if missing) through `runuser`, like the PostgreSQL
 # cluster. The Debian package pgbouncer is installed with apt-get, and only when missing.
 #
-# SQLLOCK_PGBOUNCER_POOL_SIZE sets the server connections per user/database (default 8),
+# SQLLOCK_PGBOUNCER_POOL_SIZE sets the server connections per user/database (default 4),
 # SQLLOCK_PGBOUNCER_POOL_MODE the pool mode (default transaction; session and statement for trying).
 set -euo pipefail
 
@@ -34,7 +34,7 @@ pg_env=${3:-}
 
 script_path=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 test_user=sqllock-test
-pool_size=${SQLLOCK_PGBOUNCER_POOL_SIZE:-8}
+pool_size=${SQLLOCK_PGBOUNCER_POOL_SIZE:-4}
 [[ "$pool_size" =~ ^[1-9][0-9]*$ ]] || die "SQLLOCK_PGBOUNCER_POOL_SIZE must be a positive number"
 pool_mode=${SQLLOCK_PGBOUNCER_POOL_MODE:-transaction}
 [[ "$pool_mode" =~ ^(session|transaction|statement)$ ]] ||

@@ -96,8 +96,8 @@ port_free() {
 }
 
 pick_port() {
-  local p i
-  for i in $(seq 1 200); do
+  local p _
+  for _ in $(seq 1 200); do
     p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
     if port_free "$p"; then
       echo "$p"
@@ -211,8 +211,8 @@ EOF
     die "pgbouncer did not start (see $dir/pgbouncer.log)"
   fi
   rm -f "$dir/start.err"
-  local i
-  for i in $(seq 1 100); do
+  local _
+  for _ in $(seq 1 100); do
     port_free "$port" || break
     sleep 0.1
   done

@@ -231,6 +231,7 @@ EOF
 export SQLLOCK_TEST_PGBOUNCER_URL='$base?sqllock_prepared_statements=off&sqllock_notifications=off'
 export SQLLOCK_TEST_PGBOUNCER_PLAIN_URL='$base'
 export SQLLOCK_TEST_PGBOUNCER_LOG='$dir/pgbouncer.log'
+export SQLLOCK_TEST_PGBOUNCER_POOL_SIZE=$pool_size
 EOF
   echo "PgBouncer running on 127.0.0.1:$port (pool_mode=$pool_mode, $pool_size server connections to $pg_host:$pg_port); source $dir/env.sh" >&2
 }

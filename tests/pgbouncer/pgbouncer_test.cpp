@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <iostream>
 #include <optional>
 #include <string>
 #include <thread>
@@ -56,9 +57,10 @@ TEST_F(pgbouncer, AnExhaustedPoolStillReportsTheLeaseLostInTime) {
   auto next = sqllock::connect(url);
 
   std::atomic<clock_type::rep> lost_at{0};
-  auto g = holder.acquire_for(name, 10s, {.ttl = ttl, .on_lost = [&](const std::string&, std::int64_t) {
-                                            lost_at = clock_type::now().time_since_epoch().count();
-                                          }});
+  sqllock::lease_options held;
+  held.ttl = ttl;
+  held.on_lost = [&](const std::string&, std::int64_t) { lost_at = clock_type::now().time_since_epoch().count(); };
+  auto g = holder.acquire_for(name, 10s, held);
   std::this_thread::sleep_for(700ms);  // at least one renewal went through
   ASSERT_FALSE(g.lost());
 
@@ -77,12 +79,16 @@ TEST_F(pgbouncer, AnExhaustedPoolStillReportsTheLeaseLostInTime) {
   const auto lost = clock_type::time_point(clock_type::duration(lost_at.load()));
   // Renewals that started after `pool_full` cannot have been answered; one that started before may
   // have been. So the lease's local expiry is at most pool_full + ttl (10 ms for the loop's slack).
+  std::cout << "[ NOTE     ] pool of " << busy << " full; loss reported " << ms_between(pool_full, lost)
+            << " ms later (TTL " << std::chrono::milliseconds(ttl).count() << " ms)\n";
   EXPECT_LE(ms_between(pool_full, lost), std::chrono::milliseconds(ttl).count() + 10)
       << "the loss was reported after the lease could have been taken over";
 
   for (auto& tx : txs) tx->commit();
   txs.clear();
-  auto h = next.acquire_for(name, 10s, {.ttl = 5s});
+  sqllock::lease_options next_options;
+  next_options.ttl = 5s;
+  auto h = next.acquire_for(name, 10s, next_options);
   EXPECT_GT(h.fencing_token(), g.fencing_token());
   EXPECT_GE(ms_between(lost, clock_type::now()), 0);
 }
@@ -103,8 +109,10 @@ TEST_F(pgbouncer, MoreClientsThanServerConnectionsShareThePool) {
   for (int i = 0; i < clients; ++i) {
     threads.emplace_back([&] {
       auto c = sqllock::connect(url);
+      sqllock::lease_options options;
+      options.ttl = 5s;
       for (int r = 0; r < rounds; ++r) {
-        auto g = c.acquire_for(name, 60s, {.ttl = 5s});
+        auto g = c.acquire_for(name, 60s, options);
         if (inside.fetch_add(1) != 0) ++overlaps;
         if (g.fencing_token() <= last_token.load()) ++token_regressions;
         last_token = g.fencing_token();

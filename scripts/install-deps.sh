@@ -4,7 +4,7 @@
 set -euo pipefail
 
 minimal=(cmake ninja-build g++ pkg-config libsqlite3-dev libcli11-dev libgtest-dev)
-full=("${minimal[@]}" libpq-dev postgresql libmysqlcppconn-dev mariadb-server mariadb-client
+full=("${minimal[@]}" libpq-dev postgresql pgbouncer libmysqlcppconn-dev mariadb-server mariadb-client
       libbenchmark-dev faketime gnuplot-nox clang libclang-rt-14-dev)
 
 want=("${full[@]}")

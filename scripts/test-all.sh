@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: install what is missing, start throwaway PostgreSQL
-# and MariaDB servers on loopback, build, and run: every test (unit, conformance per backend,
-# backend-specific, CLI, stories, package, the bounded fault-injection runs and fuzzers); the same
-# again under AddressSanitizer+UBSan (less the fault and fuzz runs, which are long and already
-# sanitized); the conformance suites under ThreadSanitizer; the quick benchmarks, so they never
-# rot. Stops the servers also when tests fail, and closes with one "total: N passed, N failed".
+# and MariaDB servers on loopback (and PgBouncer in transaction mode in front of PostgreSQL),
+# build, and run: every test (unit, conformance per backend, backend-specific, CLI, stories,
+# package, the bounded fault-injection runs and fuzzers); the same again under
+# AddressSanitizer+UBSan (less the fault and fuzz runs, which are long and already sanitized);
+# the conformance suites under ThreadSanitizer; the quick benchmarks, so they never rot. The
+# PgBouncer tests (label pgbouncer) run in the first pass only: they test the protocol through the
+# pooler, which the sanitizer passes already cover directly. Stops the servers also when tests
+# fail, and closes with one "total: N passed, N failed".
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SQLLOCK_BUILD_DIR:-$root/build}
@@ -15,6 +18,7 @@ jobs=${SQLLOCK_JOBS:-2}
 work=$(mktemp -d /tmp/sqllock-servers.XXXXXX)
 chmod 755 "$work"
 cleanup() {
+  "$root/scripts/pgbouncer-server.sh" stop "$work/pgb" >/dev/null 2>&1 || true
   "$root/scripts/postgresql-server.sh" stop "$work/pg" >/dev/null 2>&1 || true
   "$root/scripts/mariadb-server.sh" stop "$work/my" >/dev/null 2>&1 || true
   rm -rf "$work"
@@ -22,8 +26,11 @@ cleanup() {
 trap cleanup EXIT
 "$root/scripts/postgresql-server.sh" start "$work/pg"
 "$root/scripts/mariadb-server.sh" start "$work/my"
+"$root/scripts/pgbouncer-server.sh" start "$work/pgb" "$work/pg/env.sh"
 # shellcheck disable=SC1091
 source "$work/pg/env.sh"
+# shellcheck disable=SC1091
+source "$work/pgb/env.sh"
 # shellcheck disable=SC1091
 source "$work/my/env.sh"
 
@@ -66,11 +73,11 @@ run "all tests (RelWithDebInfo)" --test-dir "$build/release"
 
 configure asan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety"
+  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety|pgbouncer"
 
 configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUILD_CLI=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
-  run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" -L "conformance|unit"
+  run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" -L "conformance|unit" -LE pgbouncer
 
 echo "=== quick benchmarks (bench/run.sh --quick): ratios to same-run baselines"
 if bash "$root/bench/run.sh" --quick --out "$work/bench"; then

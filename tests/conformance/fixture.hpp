@@ -21,6 +21,9 @@ struct backend_hooks {
   bool whole_database_row_locks = false;
   /// Waiters in another process are woken by an event (not only by polling).
   bool cross_process_wake = true;
+  /// Reached through a transaction pooler (PgBouncer, pool_mode=transaction) with sqllock's pooler
+  /// options on the URL: no session state, so no LISTEN; other processes' releases are seen by polling.
+  bool transaction_pooler = false;
 };
 
 const backend_hooks& hooks();

@@ -80,7 +80,8 @@ class lease_lost : public error {
   using error::error;
 };
 
-/// A renew or release was refused by the owner check: the caller does not hold the lease.
+/// The caller acts on a lease it no longer holds: renew() or transaction::require_lease() on a
+/// guard that was already released. (A lease taken over by another client is lease_lost.)
 class not_holder : public error {
  public:
   using error::error;

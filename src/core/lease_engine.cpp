@@ -314,7 +314,10 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
 }
 
 void lease_engine::renew(lease_state& hold) {
-  if (hold.finished.load()) throw invalid_argument("renew: the lease was already released");
+  if (hold.finished.load()) {
+    throw not_holder("renew: lease '" + hold.acq->ref.name + "' was already released by this guard", std::string(db_->kind()),
+                     "", "lease_renew");
+  }
   renew_now(*hold.acq, hold.options.ttl, "lease_renew");
 }
 

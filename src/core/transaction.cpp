@@ -111,7 +111,10 @@ row_lock_result transaction::lock_rows(const row_lock_request& request) {
 
 void transaction::require_lease(const lease_guard& lease) {
   auto& s = live(session_);
-  if (!lease.owns()) throw invalid_argument("require_lease: the lease guard is empty or already released");
+  if (!lease.owns()) {
+    // name() of an empty guard throws invalid_argument; a released one is not held any more.
+    throw not_holder("require_lease: lease '" + lease.name() + "' was already released by this guard");
+  }
   const detail::lease_ref ref{lease.name(), lease.owner_id(), lease.fencing_token()};
   const std::string& table = lease.lock_table();
   bool held = false;

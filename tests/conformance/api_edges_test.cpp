@@ -50,6 +50,27 @@ TEST(ApiEdges, ReleasingAFinishedGuardDoesNothing) {
   EXPECT_FALSE(a.inspect(name));
 }
 
+TEST(ApiEdges, ActingOnAReleasedGuardIsNotHolder) {
+  // Renewing, or guarding a transaction with, a lease this guard already released names the
+  // mistake (not_holder), changes nothing, and does not take the lock back.
+  auto a = make_client();
+  const auto name = unique_name("not_holder");
+  auto g = a.try_acquire(name);
+  ASSERT_TRUE(g);
+  g->release();
+  EXPECT_THROW(g->renew(), sqllock::not_holder);
+  {
+    auto tx = a.begin();
+    EXPECT_THROW(tx.require_lease(*g), sqllock::not_holder);
+    tx.rollback();
+  }
+  sqllock::lease_guard empty;
+  auto tx = a.begin();
+  EXPECT_THROW(tx.require_lease(empty), sqllock::invalid_argument);
+  tx.rollback();
+  EXPECT_FALSE(a.inspect(name)) << "acting on a released guard took the lock back";
+}
+
 TEST(ApiEdges, ADroppedLockTableIsCreatedAgainByMigrate) {
   // Issue 10 item 15: migrate said "up to date" while every command said "run sqllock migrate".
   const auto table = unique_name("dropped");

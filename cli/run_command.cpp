@@ -369,6 +369,7 @@ int run_run(const common_options& common, const run_options& options) {
     spec.command_mask = command_signal_mask;
     spec.grace = timing.grace;
     spec.kill_margin = timing.kill_margin;
+    spec.term_lead = timing.term_lead;
     spec.valid_until = guard->valid_until();
     supervisor child(spec);
     if (child.exec_errno() != 0) {
@@ -450,10 +451,14 @@ int run_run(const common_options& common, const run_options& options) {
     if (take_terminal) set_terminal_foreground(::getpgrp());
     const bool wait_failed = !status.has_value();
     if (wait_failed) {
-      // The supervisor was killed: CMD got SIGKILL by its death signal; make sure of the group.
-      ::kill(-cmd, SIGKILL);
+      // The supervisor was killed: CMD got SIGKILL by its death signal, but what CMD started
+      // outside its group may still run, and nobody can reach it now. So the lock is not
+      // released: it expires at its TTL, as a dead holder's would, and no next holder overlaps.
       print_error("the command's supervisor ended unexpectedly (wait status " + std::to_string(supervisor_status) +
-                  "); the command was killed");
+                  "); the command was killed; lock '" + printable(options.name) +
+                  "' is left to expire at its TTL, since processes the command started may outlive it");
+      std::fflush(nullptr);
+      ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)
     }
 
     if (lost.load() || guard->lost() || stop_sent) {

@@ -101,6 +101,7 @@ struct supervisor_context {
   const sigset_t* command_mask;
   std::int64_t grace_ns;
   std::int64_t kill_margin_ns;
+  std::int64_t term_lead_ns;
   shared_page* shared;
   int control_read;   // run -> supervisor: 8-byte SIGKILL deadlines; EOF when run is gone
   int control_write;  // run's end, closed here
@@ -355,15 +356,20 @@ extern "C" void on_supervisor_relay(int signo) {
         ::nanosleep(&pause, nullptr);
       }
     }
-    pollfd p{control, POLLIN, 0};
-    timespec timeout{};
-    const timespec* timeout_ptr = nullptr;
-    if (stopping) {
-      const std::int64_t left = std::max<std::int64_t>(kill_at - now_ns(), 0);
-      timeout = {static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
-      timeout_ptr = &timeout;
+    // The lease's own deadline, whatever `run` does: a run that is stopped (SIGSTOP) or blocked
+    // (writing to a stalled stderr) neither renews nor asks for the stop, so the supervisor starts
+    // it itself at the moment run would have (the published end only moves forward, and lags the
+    // real one by at most run's publishing period, so a healthy lease never reaches it).
+    const std::int64_t term_at =
+        c.shared->valid_until_ns.load(std::memory_order_acquire) - c.kill_margin_ns - c.term_lead_ns;
+    if (!stopping && now_ns() >= term_at) {
+      begin_stop(deadline_from_lease());
+      continue;
     }
-    const int ready = ::ppoll(&p, 1, timeout_ptr, &wait_mask);
+    pollfd p{control, POLLIN, 0};
+    const std::int64_t left = std::max<std::int64_t>((stopping ? kill_at : term_at) - now_ns(), 0);
+    const timespec timeout{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
+    const int ready = ::ppoll(&p, 1, &timeout, &wait_mask);
     if (ready <= 0 || control < 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
     std::int64_t requested = 0;
     if (read_all(control, &requested, sizeof requested) == sizeof requested) {
@@ -410,6 +416,7 @@ supervisor::supervisor(const supervisor_spec& spec) {
                                    &spec.command_mask,
                                    std::chrono::duration_cast<std::chrono::nanoseconds>(spec.grace).count(),
                                    std::chrono::duration_cast<std::chrono::nanoseconds>(spec.kill_margin).count(),
+                                   std::chrono::duration_cast<std::chrono::nanoseconds>(spec.term_lead).count(),
                                    shared,
                                    control[0],
                                    control[1],
@@ -474,8 +481,20 @@ void supervisor::publish_valid_until(steady::time_point until) {
 }
 
 void supervisor::stop_all(steady::time_point kill_at) {
+  // The supervisor may have finished already (it stopped everything on its own, e.g. while run was
+  // frozen): the write then fails with EPIPE, and the SIGPIPE it raises must not kill run. SIGPIPE
+  // is blocked around the write and a pending one consumed; run's disposition (inherited by
+  // nothing: CMD is the supervisor's child) stays as it was.
+  sigset_t pipe_set, old_mask;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
   const std::int64_t ns = to_ns(kill_at);
   write_all(control_write_, &ns, sizeof ns);
+  const timespec zero{0, 0};
+  while (::sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
+  }
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
 }
 
 int supervisor::wait() {

@@ -31,6 +31,9 @@ struct supervisor_spec {
   sigset_t command_mask{};                   ///< CMD's initial signal mask
   std::chrono::milliseconds grace{0};        ///< SIGTERM to SIGKILL when `run` died or CMD exited
   std::chrono::milliseconds kill_margin{0};  ///< SIGKILL this long before the lease's end
+  /// SIGTERM this long before kill_margin before the published lease end, on the supervisor's own
+  /// clock, also while `run` lives but does not act (stopped, blocked writing to stderr).
+  std::chrono::milliseconds term_lead{0};
   std::chrono::steady_clock::time_point valid_until{};  ///< the lease's end when CMD starts
 };
 

@@ -167,7 +167,10 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
       return nullptr;
     }
     if (outbox_.has(name)) {
-      for (const auto& n : outbox_.flush(*db_, lane::caller, steady::now(), name)) queues_.wake(n);
+      const auto now = steady::now();
+      for (const auto& n : outbox_.flush(*db_, lane::caller, now, name, statement_deadline(now, options.ttl, bounded, deadline))) {
+        queues_.wake(n);
+      }
     }
     const auto t0 = steady::now();
     acquire_request req{name, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};

@@ -201,8 +201,9 @@ void parse_server_url(std::string_view rest, database_url& u) {
   const bool bracketed = !authority.empty() && authority.front() == '[';
   u.host = percent_decode(host, "host");
   // Checked after decoding: an escaped '@' or ':' in a host would read back as user-info or port.
+  // A host starting with '/' is libpq's unix-socket directory (written %2Fvar%2Frun%2Fpostgresql).
   for (char c : u.host) {
-    if (c == '/' || c == '@' || c == ' ' || c == '?' || c == '#' || static_cast<unsigned char>(c) < 0x20 ||
+    if ((c == '/' && u.host.front() != '/') || c == '@' || c == ' ' || c == '?' || c == '#' || static_cast<unsigned char>(c) < 0x20 ||
         (c == ':' && !bracketed && u.host.find(',') == std::string::npos) || (c == ',' && bracketed)) {  // h1:5432,h2 is libpq's host list
       throw invalid_argument("invalid URL: bad character in host name");
     }

@@ -13,7 +13,8 @@ void release_outbox::add(release_request request, steady::time_point give_up_at)
 }
 
 std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::time_point now,
-                                               const std::optional<std::string>& name) noexcept {
+                                               const std::optional<std::string>& name,
+                                               steady::time_point until) noexcept {
   struct done_guard {  // the batch leaves in_flight_ however its sends end, after any re-queueing
     release_outbox& o;
     const std::vector<std::string>& names;
@@ -39,10 +40,11 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
       if (name) {
         // The watchdog may be sending this very release right now: wait for its answer (each send
         // is bounded by io_timeout), so the caller does not find the name still held by itself.
-        sent_.wait_until(lk, now + io_timeout, [&] {
+        sent_.wait_until(lk, std::min(now + io_timeout, until), [&] {
           return std::find(in_flight_.begin(), in_flight_.end(), *name) == in_flight_.end();
         });
         now = steady::now();
+        if (now >= until) return freed;  // the caller's time is up: the watchdog sends it later
       }
       auto keep = std::partition(pending_.begin(), pending_.end(), [&](const entry& e) {
         // A caller about to acquire this very name re-sends now, whatever the back-off says: it
@@ -63,7 +65,7 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
     for (auto& e : batch) {
       if (e.give_up_at <= now) continue;  // the lease has expired by now: nothing left to free
       auto request = e.request;
-      request.deadline = std::min(now + io_timeout, e.give_up_at);
+      request.deadline = std::min({now + io_timeout, e.give_up_at, until});
       try {
         if (db.release(request, on)) {
           freed.push_back(e.request.lease.name);

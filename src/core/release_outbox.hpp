@@ -25,9 +25,10 @@ class release_outbox {
 
   /// Send the releases whose back-off is over, or, given `name`, every pending release of that
   /// name at once (its caller is about to acquire it), on `lane`; keeps those that got no answer
-  /// for a later try. Never throws. Returns the names whose lease this freed.
+  /// for a later try. Neither the wait nor a send outlasts `until` (the caller's own deadline). Never throws. Returns the names whose lease this freed.
   std::vector<std::string> flush(backend& db, lane on, steady::time_point now,
-                                 const std::optional<std::string>& name = std::nullopt) noexcept;
+                                 const std::optional<std::string>& name = std::nullopt,
+                                 steady::time_point until = steady::time_point::max()) noexcept;
 
   /// When the next pending release is due (max when none).
   steady::time_point next_due() const;

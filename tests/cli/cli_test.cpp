@@ -796,6 +796,50 @@ TEST_F(cli, a_grandchild_that_left_the_process_group_and_ignores_sigterm_stops_t
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+TEST_F(cli, command_is_stopped_in_time_while_run_itself_is_stopped) {
+  // `run` frozen (SIGSTOP; the same as run blocked writing to a stalled stderr) renews nothing and
+  // asks for nothing: the supervisor must stop CMD and its child by itself before the lease can
+  // expire, at most one TTL after the freeze.
+  auto p = start(run_args("job", {"--ttl", "3s", "--grace", "30s"},
+                          "trap '' TERM; echo $$ > " + path("pid") + "; sleep 300 & echo $! > " + path("pid2") +
+                              "; while :; do wait; done"));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  ASSERT_TRUE(wait_for_file(path("pid2")));
+  stray_killer strays{{std::stoi(trimmed_file("pid")), std::stoi(trimmed_file("pid2"))}};
+  const auto stopped_at = std::chrono::steady_clock::now();
+  ::kill(p->pid(), SIGSTOP);
+  EXPECT_TRUE(gone_by(strays.pids[0], stopped_at + 3s)) << "CMD ran past the lease's expiry while run was stopped";
+  EXPECT_TRUE(gone_by(strays.pids[1], stopped_at + 3s)) << "CMD's child ran past the lease's expiry";
+  ::kill(p->pid(), SIGCONT);
+  EXPECT_EQ(p->wait().exit_code, 76);
+}
+
+TEST_F(cli, a_killed_supervisor_leaves_the_lock_to_expire_instead_of_releasing_it) {
+  // With the supervisor gone, nothing can reach what CMD started outside its group: run must not
+  // hand the lock to the next holder at once (it expires at its TTL, as a dead holder's would).
+  auto p = start(run_args("job", {"--ttl", "3s"},
+                          "echo $$ > " + path("pid") + "; sleep 300 & echo $! > " + path("pid2") + "; wait"));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  ASSERT_TRUE(wait_for_file(path("pid2")));
+  const int cmd = std::stoi(trimmed_file("pid"));
+  stray_killer strays{{cmd, std::stoi(trimmed_file("pid2"))}};
+  std::ifstream stat("/proc/" + std::to_string(cmd) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  char state = 0;
+  int supervisor = 0;
+  fields >> state >> supervisor;
+  ASSERT_GT(supervisor, 1);
+  ASSERT_NE(supervisor, p->pid()) << "CMD's parent should be the supervisor, not run";
+  ::kill(supervisor, SIGKILL);
+  EXPECT_EQ(p->wait().exit_code, 70);
+  EXPECT_EQ(status_json().items.size(), 1u) << "the lock was released while CMD's processes may still run";
+  const auto r = sqllock(run_args("job", {"--wait", "10s"}, "echo ran > " + path("second")));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(trimmed_file("second"), "ran");
+}
+
 TEST_F(cli, processes_left_behind_by_the_command_stop_before_the_release) {
   // CMD exits at once and leaves a background job (in its group, and one out of it): the lock is
   // released only after both are gone, and CMD's exit code is kept.

@@ -148,6 +148,9 @@ TEST(ParseUrl, HostsReadBackFromRedactedAsTheSameHost) {
   EXPECT_EQ(back.password, "***");
   EXPECT_THROW(sqllock::parse_url("mysql://user:pw:40%40x127.0.0.1:3306/db"), sqllock::invalid_argument);
   EXPECT_THROW(sqllock::parse_url("mysql://a%3Ab:3306/db"), sqllock::invalid_argument);
+  auto socket = sqllock::parse_url("postgresql://u:pw@%2Fvar%2Frun%2Fpostgresql/db");
+  EXPECT_EQ(socket.host, "/var/run/postgresql");
+  EXPECT_EQ(sqllock::parse_url(socket.redacted()).host, socket.host);
 }
 
 TEST(ParseUrl, BadUrlsAreInvalidArguments) {

@@ -139,10 +139,22 @@ std::size_t userinfo_end(std::string_view rest) {
     }
     return true;
   };
+  // After the later '@' a path or query ("...?k=v@realhost/db") reads just as well as the end of a
+  // user-info holding '/', '?' and '@': either reading may show a password, so neither is taken.
+  auto refuse_if_ambiguous = [&](std::size_t later_at) {
+    if (rest.find_first_of("/?", later_at + 1) != std::string_view::npos) {
+      throw invalid_argument(
+          "invalid URL: an '@' could end the user-info or belong to a query value; write an '@' of a "
+          "password or a value as %40");
+    }
+  };
   std::size_t chosen = std::string_view::npos;
   for (std::size_t at = rest.find('@'); at != std::string_view::npos; at = rest.find('@', at + 1)) {
     if (!valid(at)) continue;
-    if (chosen != std::string_view::npos && in_query_value(rest.substr(chosen + 1, at - chosen - 1))) break;
+    if (chosen != std::string_view::npos && in_query_value(rest.substr(chosen + 1, at - chosen - 1))) {
+      refuse_if_ambiguous(at);
+      break;
+    }
     chosen = at;
   }
   if (chosen == std::string_view::npos) return chosen;
@@ -153,6 +165,7 @@ std::size_t userinfo_end(std::string_view rest) {
     std::size_t digits = 0;
     while (digits < pw.size() && pw[digits] >= '0' && pw[digits] <= '9') ++digits;
     if (digits >= 1 && digits <= 5 && digits < pw.size() && pw[digits] == '/' && in_query_value(pw)) {
+      refuse_if_ambiguous(chosen);
       return std::string_view::npos;
     }
   }

@@ -71,6 +71,16 @@ TEST(ParseUrl, PasswordsWithDelimitersAreReadAsPasswords) {
   auto m = sqllock::parse_url("postgresql://db/x?application_name=a@b");
   EXPECT_EQ(m.user, "");
   EXPECT_EQ(m.params.at("application_name"), "a@b");
+  // Ambiguous (a password "1234/x?y=z" or "x@h/db?k=v", or a query value): refused, never shown.
+  for (const std::string url : {"postgresql://admin:1234/x?y=z@dbhost/db", "postgresql://u:x@h/db?k=v@realhost/db"}) {
+    try {
+      sqllock::parse_url(url);
+      ADD_FAILURE() << "accepted " << url;
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).find("1234/x"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("realhost"), std::string::npos) << e.what();
+    }
+  }
 }
 
 TEST(ParseUrl, SecretParametersAreRedactedAndIdentifiersStay) {

@@ -65,22 +65,33 @@ class sqlite_session final : public session {
     return run.all();
   }
 
+  // "UPDATE table SET c1 = ?, c2 = ?, " with its values, and "k1 = ? AND k2 = ?" with its keys:
+  // the shared start of cas() and fenced_update() (the caller appends its own column and WHERE).
+  struct keyed_update_parts {
+    std::string sql;
+    std::vector<value> params;
+    std::string where;
+    std::vector<value> key_params;
+  };
+  template <class Set, class Key>
+  static keyed_update_parts keyed_update(const std::string& table, const Set& set, const Key& key) {
+    keyed_update_parts u{"UPDATE " + table + " SET ", {}, {}, {}};
+    for (const auto& [col, v] : key) {
+      u.where += (u.where.empty() ? "" : " AND ") + quote_identifier(col, dialect::sqlite) + " = ?";
+      u.key_params.push_back(v);
+    }
+    for (const auto& [col, v] : set) {
+      u.sql += quote_identifier(col, dialect::sqlite) + " = ?, ";
+      u.params.push_back(v);
+    }
+    return u;
+  }
+
   cas_result cas(const cas_request& r) override {
     ensure_begun(options_.lock_timeout);
     const std::string table = quote_identifier(r.table, dialect::sqlite);
     const std::string version = quote_identifier(r.version_column, dialect::sqlite);
-    std::string where;
-    std::vector<value> key_params;
-    for (const auto& [col, v] : r.key) {
-      where += (where.empty() ? "" : " AND ") + quote_identifier(col, dialect::sqlite) + " = ?";
-      key_params.push_back(v);
-    }
-    std::string sql = "UPDATE " + table + " SET ";
-    std::vector<value> params;
-    for (const auto& [col, v] : r.set) {
-      sql += quote_identifier(col, dialect::sqlite) + " = ?, ";
-      params.push_back(v);
-    }
+    auto [sql, params, where, key_params] = keyed_update(table, r.set, r.key);
     sql += version + " = " + version + " + 1 WHERE " + where + " AND " + version + " = ? RETURNING " + version;
     params.insert(params.end(), key_params.begin(), key_params.end());
     params.push_back(r.expected_version);
@@ -122,18 +133,7 @@ class sqlite_session final : public session {
     ensure_begun(options_.lock_timeout);
     const std::string table = quote_identifier(r.table, dialect::sqlite);
     const std::string fence = quote_identifier(r.fence_column, dialect::sqlite);
-    std::string where;
-    std::vector<value> key_params;
-    for (const auto& [col, v] : r.key) {
-      where += (where.empty() ? "" : " AND ") + quote_identifier(col, dialect::sqlite) + " = ?";
-      key_params.push_back(v);
-    }
-    std::string sql = "UPDATE " + table + " SET ";
-    std::vector<value> params;
-    for (const auto& [col, v] : r.set) {
-      sql += quote_identifier(col, dialect::sqlite) + " = ?, ";
-      params.push_back(v);
-    }
+    auto [sql, params, where, key_params] = keyed_update(table, r.set, r.key);
     sql += fence + " = ? WHERE " + where + " AND coalesce(" + fence + ", 0) <= ? RETURNING " + fence;
     params.push_back(r.token);
     params.insert(params.end(), key_params.begin(), key_params.end());

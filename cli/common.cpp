@@ -92,8 +92,12 @@ int report_exception(const std::string& redacted_url) {
     print_error(e.what());
     return exit_code::usage;
   } catch (const sqllock::schema_missing& e) {
-    print_error(redacted_url + ": " + e.what() + " (create or upgrade them with `sqllock migrate --url '" +
-                redacted_url + "'`)");
+    // The library's message ends with its own hint ("run `sqllock migrate` first"); the command
+    // gives the exact command line instead, once.
+    std::string what = e.what();
+    if (const auto hint = what.find(": run `sqllock migrate`"); hint != std::string::npos) what.resize(hint);
+    print_error(about(redacted_url, what) + " (run `sqllock migrate --url '" + redacted_url +
+                "'` to create or upgrade the lock tables)");
     return exit_code::unavailable;
   } catch (const sqllock::connection_lost& e) {
     if (authentication_failed(e)) {

@@ -1,5 +1,6 @@
 // The SQLite backend: lease statements on two connections (callers, watchdog), migrations, sessions.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
@@ -41,12 +42,21 @@ class sqlite_backend final : public backend {
       waker_ = std::make_unique<waker>(config.options.read_only ? std::string() : path + "-sqllock-wait");
     }
     if (!waker_) waker_ = std::make_unique<waker>(std::string());
-    caller_.db = open_db(open_path_, uri_, read_only());
+    // A client that needs the lock tables can never use a file that does not exist yet: say so
+    // instead of creating an empty database (only migrate, with require_schema off, creates one).
+    if (!uri_ && !read_only() && config.options.require_schema) {
+      std::error_code ec;
+      if (!std::filesystem::exists(path, ec) && !ec) {
+        throw schema_missing("sqlite: the database file '" + path + "' does not exist: run `sqllock migrate` first",
+                             kind_name, "", "open");
+      }
+    }
+    caller_.db = open_db(open_path_, uri_, read_only(), !config.options.require_schema);
     if (!uri_ && !read_only()) {
       // WAL lets readers run beside the one writer; it is a property of the file, kept once set.
       sqlite3_exec(caller_.db.get(), "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
     }
-    watchdog_.db = open_db(open_path_, uri_, read_only());
+    watchdog_.db = open_db(open_path_, uri_, read_only(), !config.options.require_schema);
   }
 
   ~sqlite_backend() override { waker_.reset(); }

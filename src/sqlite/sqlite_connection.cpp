@@ -123,9 +123,9 @@ void register_clock(sqlite3* db) {
   if (rc != SQLITE_OK) throw_error(db, rc, "register_clock");
 }
 
-db_handle open_db(const std::string& path, bool uri, bool read_only) {
+db_handle open_db(const std::string& path, bool uri, bool read_only, bool create) {
   sqlite3* raw = nullptr;
-  const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+  const int flags = (read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0)) |
                     SQLITE_OPEN_NOMUTEX | (uri ? SQLITE_OPEN_URI : 0);
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   db_handle db(raw);

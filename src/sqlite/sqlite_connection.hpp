@@ -74,8 +74,9 @@ void exec(sqlite3* db, const char* sql, const std::string& name);
 
 /// Open a connection: extended result codes, the default busy timeout, sqllock_now_ms(), and
 /// `synchronous = FULL` so that a commit is on disk before sqllock reports it (an acquisition lost
-/// in a power cut would hand its fencing token out again). read_only: no create, no writes.
-db_handle open_db(const std::string& path, bool uri, bool read_only);
+/// in a power cut would hand its fencing token out again). read_only: no create, no writes;
+/// create: a missing file is created (else it is an error).
+db_handle open_db(const std::string& path, bool uri, bool read_only, bool create = true);
 
 /// The lease statements' clock: the kernel's real-time clock in milliseconds since the epoch, read
 /// by a raw system call (see sqllock_now_ms() in sqlite_connection.cpp).

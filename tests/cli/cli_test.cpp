@@ -1302,3 +1302,30 @@ TEST_F(cli_unmigrated, status_on_a_missing_sqlite_file_does_not_create_it) {
   EXPECT_NE(released.err.find("does not exist"), std::string::npos) << released.err;
   EXPECT_FALSE(file_exists(missing));
 }
+
+// `run` needs the lock tables, so a missing SQLite file is reported, not created empty.
+TEST_F(cli_unmigrated, run_on_a_missing_sqlite_file_does_not_create_it) {
+  const std::string missing = dir_ + "/missing-run.db";
+  const auto r = sqllock({"run", "--url", "sqlite:" + missing, "--name", "job", "true"});
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_NE(r.err.find("does not exist"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("sqllock migrate --url"), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists(missing));
+  EXPECT_FALSE(file_exists(missing + "-wal"));
+  EXPECT_FALSE(file_exists(missing + "-sqllock-wait"));
+}
+
+// The hint to migrate is given once, as the exact command line.
+TEST_F(cli_unmigrated, a_schema_missing_message_names_the_migrate_command_once) {
+  const std::string empty = dir_ + "/empty.db";
+  { std::ofstream touch(empty); }
+  for (const char* command : {"status", "run"}) {
+    const auto r = command == std::string("run") ? sqllock({"run", "--url", "sqlite:" + empty, "--name", "j", "true"})
+                                                 : sqllock({"status", "--url", "sqlite:" + empty});
+    EXPECT_EQ(r.exit_code, 69) << command << ": " << r.err;
+    const auto first = r.err.find("sqllock migrate");
+    ASSERT_NE(first, std::string::npos) << command << ": " << r.err;
+    EXPECT_EQ(r.err.find("sqllock migrate", first + 1), std::string::npos) << command << ": " << r.err;
+    EXPECT_NE(r.err.find("lock tables are missing"), std::string::npos) << command << ": " << r.err;
+  }
+}

@@ -65,7 +65,7 @@ struct client_options {
   std::chrono::milliseconds poll_max{250};
   /// Servers configured to flush commits lazily (MySQL/MariaDB `innodb_flush_log_at_trx_commit`
   /// other than 1) can lose an acknowledged acquisition in a crash and hand its fencing token out
-  /// again; sqllock refuses to connect to them (invalid_argument naming the setting) unless this
+  /// again; sqllock refuses to connect to them (database_error naming the setting) unless this
   /// is set. Where sqllock can make its own statements durable (PostgreSQL `synchronous_commit`,
   /// SQLite `synchronous`), it does so whatever this says.
   bool allow_unsafe_durability = false;

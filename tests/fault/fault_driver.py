@@ -73,6 +73,8 @@ class Proc:
         self.killed_by_us = False
         self.stall_reported = False
         self.exit_code = None
+        self.acks = 0  # acknowledged acquire/release operations seen in the log
+        self.last_ack = None  # (op, name, token, t_us) of the latest
 
     def poll_log(self):
         try:
@@ -93,6 +95,11 @@ class Proc:
             if not parts or not parts[0]:
                 continue
             if parts[0] == "O":  # the operation history, read by the history checker
+                # O t phase op name token detail: remember acknowledged acquisitions and releases
+                # (the crash_after_ack class crashes the server right after one).
+                if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release"):
+                    self.acks += 1
+                    self.last_ack = (parts[3], parts[4], int(parts[5]), int(parts[1]))
                 continue
             self.state = parts[0]
             if parts[0] == "A":
@@ -144,7 +151,8 @@ class ProxyCtl:
 
 
 PROXY_KINDS = ("partition", "lose_answer", "delay", "cut")
-ALL_KINDS = ("kill", "kill_mid_tx", "stop", "conn_kill", "conn_kill_mid_tx", "restart") + PROXY_KINDS
+CRASH_KINDS = ("crash", "crash_after_ack")
+ALL_KINDS = ("kill", "kill_mid_tx", "stop", "conn_kill", "conn_kill_mid_tx", "restart") + CRASH_KINDS + PROXY_KINDS
 
 
 class Driver:
@@ -176,6 +184,12 @@ class Driver:
         self.ttl_top = max(opts.ttl_ms, opts.ttl_max_ms)  # the longest outer TTL drawn
         u = urllib.parse.urlsplit(opts.url) if self.backend != "sqlite" else None
         self.server_port = u.port if u else None
+        self.plain_url = opts.url
+        self.refusal_checked = False
+        if opts.accept_unsafe_durability:
+            # Every worker (and setup, verify, dump) accepts a lazy server: the run shows what a crash
+            # then does to acknowledged acquisitions (the checks are expected to fail).
+            opts.url += ("&" if "?" in opts.url else "?") + "sqllock_allow_unsafe_durability=on"
 
     # ------------------------------------------------------------------ helpers
 
@@ -256,6 +270,8 @@ class Driver:
             cmd = ["mariadb", "--no-defaults", "-h", u.hostname, "-P", str(u.port or 3306),
                    "-u", urllib.parse.unquote(u.username or ""), "-p" + urllib.parse.unquote(u.password or ""),
                    "-N", "-B", "-e", sql]
+            if u.path.strip("/"):
+                cmd[-2:-2] = ["-D", urllib.parse.unquote(u.path.strip("/"))]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
         if r.returncode != 0:
             self.notes.append(f"admin sql failed: {r.stderr.strip()[:200]}")
@@ -296,6 +312,8 @@ class Driver:
         # Workload shapes: random outer TTLs, reentrant nesting, workers sharing a holder label.
         if o.ttl_max_ms > o.ttl_ms:
             lock_kw["ttl_max"] = o.ttl_max_ms
+        if o.server_durability == "lazy" and self.backend == "postgresql":
+            lock_kw["durable_writes"] = 1
         if o.nest_pct:
             lock_kw["nest_pct"] = o.nest_pct
             lock_kw["nest_ttl"] = o.nest_ttl
@@ -329,6 +347,10 @@ class Driver:
         restart_every = max(15.0, min(60.0, seconds / 3)) if (
             self.backend != "sqlite" and o.restart_cmd and "restart" in self.classes) else None
         next_restart = t0 + (restart_every or 0) * 0.8
+        crash_kinds = [k for k in CRASH_KINDS if k in self.classes] if (
+            self.backend != "sqlite" and o.crash_cmd) else []
+        crash_every = (o.crash_interval or max(10.0, min(40.0, seconds / 4))) if crash_kinds else None
+        next_crash = t0 + (crash_every or 0) * 0.6
         next_fault = t0 + 2.0
         pending_respawn = []  # (time, slot)
         stall_us = (self.ttl_top * 2 + o.wait_ms) * 1000 + 15_000_000
@@ -369,6 +391,10 @@ class Driver:
             if restart_every and time.monotonic() >= next_restart and time.monotonic() < end - 10:
                 next_restart = time.monotonic() + restart_every
                 self.restart_server()
+                continue
+            if crash_every and time.monotonic() >= next_crash and time.monotonic() < end - 10:
+                self.crash_server(self.rng.choice(crash_kinds), slots)
+                next_crash = time.monotonic() + crash_every * self.rng.uniform(0.7, 1.3)
                 continue
             if time.monotonic() < next_fault:
                 continue
@@ -558,6 +584,89 @@ class Driver:
         else:
             self.faults["restart"] += 1
         self.events.append(dict(kind="restart", t=t, t_end=self.restarts[-1][1]))
+
+    def crash_server(self, kind, slots):
+        """kill -9 of the server and a start with crash recovery (--crash-cmd). crash_after_ack waits
+        (up to 3 s) for a worker's next acknowledged acquire or release and crashes right after it,
+        then checks the lock row: an acknowledged acquisition is still there (the row's token is at
+        least its token), an acknowledged release is still applied (the row is not held with its
+        token). Every check of the run also covers what follows (tokens never handed out twice)."""
+        ack = None
+        if kind == "crash_after_ack":
+            before = {p.slot: p.acks for p in slots.values()}
+            limit = time.monotonic() + 3.0
+            while time.monotonic() < limit and not ack:
+                for p in slots.values():
+                    p.poll_log()
+                    if p.acks > before.get(p.slot, 0) and p.last_ack:
+                        ack = p.last_ack
+                        break
+                if not ack:
+                    time.sleep(0.002)
+            if not ack:
+                return
+        t = now_us()
+        self.restarts.append([t, None])
+        r = subprocess.run(self.o.crash_cmd, shell=True, capture_output=True, text=True, timeout=180)
+        self.restarts[-1][1] = now_us()
+        if r.returncode != 0:
+            self.v.add("crash_restart_failed", r.stderr.strip()[-300:])
+            return
+        self.faults[kind] += 1
+        ev = dict(kind="crash", sub=kind, t=t, t_end=self.restarts[-1][1])
+        self.apply_durability(after_crash=True)
+        if ack:
+            op, name, token, t_ack = ack
+            ev.update(op=op, name=name, token=token, ms_after_ack=(t - t_ack) / 1000)
+            row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM sqllock_locks "
+                                 f"WHERE name = '{name}'").replace("|", " ").split()
+            if len(row) != 2:
+                self.v.add("crash_check_failed", f"no lock row for {name} after the crash ({row})")
+            else:
+                row_token, held = int(row[0]), row[1] == "1"
+                ev.update(row_token=row_token, row_held=held)
+                if op == "acquire" and row_token < token:
+                    self.v.add("acquisition_lost_in_crash",
+                               f"{name}: token {token} acknowledged {(t - t_ack) / 1000:.1f} ms before the crash; "
+                               f"after recovery the row has token {row_token}")
+                if op == "release" and held and row_token == token:
+                    self.v.add("release_lost_in_crash",
+                               f"{name}: release of token {token} acknowledged {(t - t_ack) / 1000:.1f} ms before "
+                               f"the crash; after recovery the row is still held with that token")
+        self.events.append(ev)
+
+    def apply_durability(self, after_crash=False):
+        """--server-durability lazy: the server's default commit durability made lazy (PostgreSQL
+        synchronous_commit = off, persisted with ALTER SYSTEM; MariaDB innodb_flush_log_at_trx_commit =
+        --mysql-flush, a global that a restart resets, so it is set again after every crash)."""
+        if self.o.server_durability != "lazy":
+            return
+        if self.backend == "postgresql" and not after_crash:
+            self.admin_sql("ALTER SYSTEM SET synchronous_commit = off")
+            self.admin_sql("SELECT pg_reload_conf()")
+        elif self.backend == "mysql" and (self.o.accept_unsafe_durability or not after_crash):
+            self.admin_sql(f"SET GLOBAL innodb_flush_log_at_trx_commit = {self.o.mysql_flush}")
+
+    def reset_durability(self):
+        if self.o.server_durability != "lazy":
+            return
+        if self.backend == "postgresql":
+            self.admin_sql("ALTER SYSTEM RESET synchronous_commit")
+            self.admin_sql("SELECT pg_reload_conf()")
+        elif self.backend == "mysql":
+            self.admin_sql("SET GLOBAL innodb_flush_log_at_trx_commit = 1")
+
+    def check_refusal(self):
+        """Where sqllock refuses a lazy server (MariaDB flush != 1), it must refuse: a client that did
+        not accept the risk gets invalid_argument naming the setting."""
+        r = subprocess.run([self.o.worker, "connect", "--url", self.plain_url], capture_output=True, text=True,
+                           timeout=120)
+        if r.returncode != 3 or "innodb_flush_log_at_trx_commit" not in r.stderr:
+            self.v.add("lazy_durability_accepted",
+                       f"flush={self.o.mysql_flush}: connect exited {r.returncode}: {r.stderr.strip()[:200]}")
+        else:
+            self.notes.append(f"refused as it must: {r.stderr.strip()[:160]}")
+        self.refusal_checked = True
 
     # ------------------------------------------------------------------ the inventory phase
 
@@ -1039,6 +1148,11 @@ class Driver:
         o = self.o
         t_start = time.monotonic()
         self.run_worker("setup", stock=o.stock)
+        self.apply_durability()
+        if o.server_durability == "lazy" and self.backend == "mysql":
+            self.check_refusal()
+            if not o.accept_unsafe_durability:
+                self.reset_durability()  # refused as it must be: the rest of the run on flush = 1
         # Inventory first (each strategy ends early once the stock is gone), then the lock phase
         # fills the rest of the duration, so a run lasts about --duration.
         inv_secs = max(8.0, o.duration * 0.4 / 3)
@@ -1048,6 +1162,7 @@ class Driver:
             inv[strategy] = (procs, secs)
         lock_secs = max(15.0, o.duration - (time.monotonic() - t_start))
         self.lock_phase(lock_secs)
+        self.reset_durability()
         vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
         if vr.returncode not in (0, 1):
@@ -1096,6 +1211,10 @@ class Driver:
               f"worker_errors[{errs}] db_write_stalls={len(self.stalls)}(max_ms={max_stall:.0f},"
               f"excused={self.excused_by_stall}) "
               f"classes[{','.join(sorted(self.classes)) or 'none'}] nest_pct={o.nest_pct}({o.nest_ttl}) "
+              f"durability={o.server_durability}"
+              f"{'(flush=%d)' % o.mysql_flush if o.server_durability == 'lazy' and self.backend == 'mysql' else ''}"
+              f"{'(refusal_checked)' if self.refusal_checked else ''}"
+              f"{'(unsafe_accepted)' if o.accept_unsafe_durability else ''} "
               f"shared_holder={len(self.shared_slots)} ttl_ms={o.ttl_ms}-{max(o.ttl_ms, o.ttl_max_ms)} "
               f"history[{','.join(f'{k}={v}' for k, v in self.hist.items())}] "
               f"proxies[{self.proxy_totals()}] "
@@ -1174,6 +1293,17 @@ def main():
                     help="this many lock workers share one holder label (0 or 1: none)")
     ap.add_argument("--inventory", choices=["on", "off"], default="on",
                     help="off: no inventory phase, the whole duration is the lock phase")
+    ap.add_argument("--crash-cmd", default="",
+                    help="a command that kills the server with SIGKILL and starts it again (crash classes)")
+    ap.add_argument("--crash-interval", type=float, default=0,
+                    help="mean seconds between server crashes (0: a quarter of the lock phase, 10-40 s)")
+    ap.add_argument("--server-durability", choices=["default", "lazy"], default="default",
+                    help="lazy: the server's default commit durability is made lazy for the run "
+                         "(PostgreSQL synchronous_commit=off; MariaDB innodb_flush_log_at_trx_commit=--mysql-flush)")
+    ap.add_argument("--mysql-flush", type=int, choices=[0, 2], default=0,
+                    help="the innodb_flush_log_at_trx_commit of --server-durability lazy")
+    ap.add_argument("--accept-unsafe-durability", action="store_true",
+                    help="workers connect with sqllock_allow_unsafe_durability=on (to show what a lazy server loses)")
     ap.add_argument("--print-max", type=int, default=5, help="violations printed per kind")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")

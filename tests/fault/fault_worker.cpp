@@ -3,11 +3,15 @@
 //   fault_worker setup     --url U --prefix P --names N [--stock S]
 //   fault_worker lock      --url U --prefix P --names N --ttl MS --wait MS --log F --index I
 //                          [--ttl-max MS] [--nest-pct N] [--nest-ttl shorter|longer|both] [--holder LABEL]
+//                          [--durable-writes 1]   (PostgreSQL: SET LOCAL synchronous_commit = on in the
+//                                                  write transaction, for runs whose server default is off)
 //   fault_worker inventory --url U --prefix P --strategy atomic|cas|rowlock --index I --log F
 //   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS
 //   fault_worker dump      --url U --prefix P --names N
 //   fault_worker cleanup   --url U --prefix P --names N
 //   fault_worker probe     --url U --prefix P --log F
+//   fault_worker connect   --url U              one connect, no retry: exit 0 connected, 3 refused
+//                                               (database_error/invalid_argument, e.g. a lazy durability setting), 1 other
 //
 // Every log line is tab-separated, written with one write(2) and fsync-free but unbuffered, so a
 // SIGKILL loses at most the line being formed. Times are CLOCK_MONOTONIC microseconds (the driver
@@ -291,6 +295,10 @@ int run_lock(const args& a) {
   int nest_pct = static_cast<int>(a.num("nest-pct", 0));
   const std::string nest_ttl = a.get("nest-ttl", "both");  // the inner TTL: shorter|longer|both
   const std::string label = a.get("holder");
+  // The application's own writes follow the server's durability default; a run that makes it lazy
+  // (the driver's --server-durability lazy) asks the worker to commit its writes durably, as a careful
+  // application would, so that a lost write after a crash is sqllock's doing and not the test's.
+  const bool durable_writes = a.num("durable-writes", 0) != 0;
   line_log log(a.get("log"));
   std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index) * 7919);
   auto pick = [&](long long lo, long long hi) { return std::uniform_int_distribution<long long>(lo, hi)(rng); };
@@ -420,6 +428,7 @@ int run_lock(const args& a) {
     op("invoke", "write", name, token, std::to_string(val));
     try {
       auto tx = c->begin();
+      if (durable_writes && c->backend_name() == "postgresql") tx.execute("SET LOCAL synchronous_commit = on");
       auto n = tx.execute(update, {val, token, holder, name, token});
       if (n == 1) tx.execute(insert, {name, token, holder, val});
       log.line("X", name, token, now_us());  // inside the transaction, its writes not yet committed
@@ -617,6 +626,18 @@ int main(int argc, char** argv) {
     if (mode == "dump") return run_dump(a);
     if (mode == "cleanup") return run_cleanup(a);
     if (mode == "probe") return run_probe(a);
+    if (mode == "connect") {
+      try {
+        sqllock::connect(a.get("url"));
+        return 0;
+      } catch (const sqllock::database_error& e) {  // a refused server setting (e.g. lazy durability)
+        std::cerr << "refused: " << e.what() << '\n';
+        return 3;
+      } catch (const sqllock::invalid_argument& e) {
+        std::cerr << "refused: " << e.what() << '\n';
+        return 3;
+      }
+    }
   } catch (const std::exception& e) {
     std::cerr << "fault_worker " << mode << ": " << error_kind(e) << ": " << e.what() << '\n';
     return 2;

@@ -4,7 +4,7 @@
 #   tests/fault/run.sh [--duration D] [--backend sqlite|postgresql|mysql|all] [--build DIR] [driver args...]
 #
 # D is e.g. 75s (default, the CI bound per backend) or 10m (a soak). Server URLs come from
-# SQLLOCK_TEST_POSTGRESQL_URL/_ADMIN_URL/_RESTART and SQLLOCK_TEST_MYSQL_URL/_ADMIN_URL/_RESTART;
+# SQLLOCK_TEST_POSTGRESQL_URL/_ADMIN_URL/_RESTART/_CRASH and SQLLOCK_TEST_MYSQL_URL/_ADMIN_URL/_RESTART/_CRASH;
 # when a backend's URL is not exported, a throwaway server is started (and stopped) for it.
 # The worker is $SQLLOCK_FAULT_WORKER, else DIR/tests/fault/fault_worker, built if missing; the
 # fault proxy (partitions, lost answers) is $SQLLOCK_FAULT_PROXY, else fault_proxy next to the worker.
@@ -62,7 +62,7 @@ for b in "${backends[@]}"; do
   mkdir -p "$out"
   case $b in
     sqlite)
-      url="sqlite:$out/fault.db"; admin=""; restart=""
+      url="sqlite:$out/fault.db"; admin=""; restart=""; crash=""
       ;;
     postgresql)
       if [[ -z ${SQLLOCK_TEST_POSTGRESQL_URL:-} ]]; then
@@ -72,7 +72,7 @@ for b in "${backends[@]}"; do
         source "$work/pg/env.sh"
       fi
       url=$SQLLOCK_TEST_POSTGRESQL_URL; admin=${SQLLOCK_TEST_POSTGRESQL_ADMIN_URL:-}
-      restart=${SQLLOCK_TEST_POSTGRESQL_RESTART:-}
+      restart=${SQLLOCK_TEST_POSTGRESQL_RESTART:-}; crash=${SQLLOCK_TEST_POSTGRESQL_CRASH:-}
       ;;
     mysql)
       if [[ -z ${SQLLOCK_TEST_MYSQL_URL:-} ]]; then
@@ -82,11 +82,11 @@ for b in "${backends[@]}"; do
         source "$work/my/env.sh"
       fi
       url=$SQLLOCK_TEST_MYSQL_URL; admin=${SQLLOCK_TEST_MYSQL_ADMIN_URL:-}
-      restart=${SQLLOCK_TEST_MYSQL_RESTART:-}
+      restart=${SQLLOCK_TEST_MYSQL_RESTART:-}; crash=${SQLLOCK_TEST_MYSQL_CRASH:-}
       ;;
   esac
   if ! python3 "$root/tests/fault/fault_driver.py" --backend "$b" --url "$url" --admin-url "$admin" \
-      --restart-cmd "$restart" --worker "$worker" --proxy "$proxy" --duration "$duration" --out "$out" "${extra[@]}"; then
+      --restart-cmd "$restart" --crash-cmd "$crash" --worker "$worker" --proxy "$proxy" --duration "$duration" --out "$out" "${extra[@]}"; then
     status=1
   fi
 done

@@ -185,6 +185,7 @@ class Driver:
         u = urllib.parse.urlsplit(opts.url) if self.backend != "sqlite" else None
         self.server_port = u.port if u else None
         self.plain_url = opts.url
+        self.crash_checks = {"judged": 0, "taken_since": 0}
         self.refusal_checked = False
         if opts.accept_unsafe_durability:
             # Every worker (and setup, verify, dump) accepts a lazy server: the run shows what a crash
@@ -605,35 +606,51 @@ class Driver:
                     time.sleep(0.002)
             if not ack:
                 return
+        # crash_after_ack freezes the workers from just before the crash until the lock row was read,
+        # so that nobody acquires the name in between and the row can be judged (the plain `crash`
+        # class leaves them running, reconnecting while the server recovers). The window counts as
+        # a restart: what a frozen holder does late is excused, as for every restart.
+        frozen = [p for p in slots.values() if not p.stopped_until and self.signal(p, signal.SIGSTOP)] if ack else []
         t = now_us()
         self.restarts.append([t, None])
-        r = subprocess.run(self.o.crash_cmd, shell=True, capture_output=True, text=True, timeout=180)
-        self.restarts[-1][1] = now_us()
-        if r.returncode != 0:
-            self.v.add("crash_restart_failed", r.stderr.strip()[-300:])
-            return
-        self.faults[kind] += 1
-        ev = dict(kind="crash", sub=kind, t=t, t_end=self.restarts[-1][1])
-        self.apply_durability(after_crash=True)
-        if ack:
-            op, name, token, t_ack = ack
-            ev.update(op=op, name=name, token=token, ms_after_ack=(t - t_ack) / 1000)
-            row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM sqllock_locks "
-                                 f"WHERE name = '{name}'").replace("|", " ").split()
-            if len(row) != 2:
-                self.v.add("crash_check_failed", f"no lock row for {name} after the crash ({row})")
-            else:
-                row_token, held = int(row[0]), row[1] == "1"
-                ev.update(row_token=row_token, row_held=held)
-                if op == "acquire" and row_token < token:
-                    self.v.add("acquisition_lost_in_crash",
-                               f"{name}: token {token} acknowledged {(t - t_ack) / 1000:.1f} ms before the crash; "
-                               f"after recovery the row has token {row_token}")
-                if op == "release" and held and row_token == token:
-                    self.v.add("release_lost_in_crash",
-                               f"{name}: release of token {token} acknowledged {(t - t_ack) / 1000:.1f} ms before "
-                               f"the crash; after recovery the row is still held with that token")
+        try:
+            r = subprocess.run(self.o.crash_cmd, shell=True, capture_output=True, text=True, timeout=180)
+            if r.returncode != 0:
+                self.v.add("crash_restart_failed", r.stderr.strip()[-300:])
+                return
+            self.faults[kind] += 1
+            ev = dict(kind="crash", sub=kind, t=t, t_end=None)
+            self.apply_durability(after_crash=True)
+            if ack:
+                self.check_after_crash(ack, t, ev)
+        finally:
+            for p in frozen:
+                self.signal(p, signal.SIGCONT)
+            self.restarts[-1][1] = now_us()
+        ev["t_end"] = self.restarts[-1][1]
         self.events.append(ev)
+
+    def check_after_crash(self, ack, t, ev):
+        """The lock row of the operation acknowledged just before the crash, read after recovery."""
+        op, name, token, t_ack = ack
+        ev.update(op=op, name=name, token=token, ms_after_ack=(t - t_ack) / 1000)
+        row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM sqllock_locks "
+                             f"WHERE name = '{name}'").replace("|", " ").split()
+        if len(row) != 2:
+            self.v.add("crash_check_failed", f"no lock row for {name} after the crash ({row})")
+            return
+        row_token, held = int(row[0]), row[1] == "1"
+        ev.update(row_token=row_token, row_held=held)
+        # Judged only while nobody acquired the name since (a later token says nothing of it).
+        self.crash_checks["judged" if row_token <= token else "taken_since"] += 1
+        if op == "acquire" and row_token < token:
+            self.v.add("acquisition_lost_in_crash",
+                       f"{name}: token {token} acknowledged {(t - t_ack) / 1000:.1f} ms before the crash; "
+                       f"after recovery the row has token {row_token}")
+        if op == "release" and held and row_token == token:
+            self.v.add("release_lost_in_crash",
+                       f"{name}: release of token {token} acknowledged {(t - t_ack) / 1000:.1f} ms before "
+                       f"the crash; after recovery the row is still held with that token")
 
     def apply_durability(self, after_crash=False):
         """--server-durability lazy: the server's default commit durability made lazy (PostgreSQL
@@ -1215,6 +1232,7 @@ class Driver:
               f"{'(flush=%d)' % o.mysql_flush if o.server_durability == 'lazy' and self.backend == 'mysql' else ''}"
               f"{'(refusal_checked)' if self.refusal_checked else ''}"
               f"{'(unsafe_accepted)' if o.accept_unsafe_durability else ''} "
+              f"crash_row_checks[judged={self.crash_checks['judged']},taken_since={self.crash_checks['taken_since']}] "
               f"shared_holder={len(self.shared_slots)} ttl_ms={o.ttl_ms}-{max(o.ttl_ms, o.ttl_max_ms)} "
               f"history[{','.join(f'{k}={v}' for k, v in self.hist.items())}] "
               f"proxies[{self.proxy_totals()}] "

@@ -287,6 +287,12 @@ class terminal_session {
   std::size_t seen_ = 0;
 };
 
+/// A command line that starts `sqllock ARGS` as a foreground job once the shell has handed it the
+/// terminal: bash gives the terminal to a new job's process group from the parent side too, so a
+/// process that checks for it at once can still find the shell's group there (sqllock then does not
+/// take part in job control); the subshell's pause lets the hand-over finish first.
+std::string in_foreground(const std::string& args) { return "(sleep 0.3; exec " + cli_path() + args + ")\n"; }
+
 long long wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -304,8 +310,8 @@ TEST_F(cli_hold, ctrl_z_and_fg_within_the_ttl_continue_the_command) {
   ASSERT_TRUE(term.started());
   ASSERT_TRUE(term.wait_for("$ "));
   const std::string ticks = path("ticks");
-  term.type(cli_path() + " run --url " + url_ + " --name job --ttl 6s -- sh -c 'i=0; while [ $i -lt 30 ]; do date +%s%N >> " +
-            ticks + "; i=$((i+1)); sleep 0.05; done; exit 7'\n");
+  term.type(in_foreground(" run --url " + url_ + " --name job --ttl 6s -- sh -c 'i=0; while [ $i -lt 30 ]; do date +%s%N >> " +
+                          ticks + "; i=$((i+1)); sleep 0.05; done; exit 7'"));
   ASSERT_TRUE(wait_for_file(ticks));
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
@@ -327,8 +333,8 @@ TEST_F(cli_hold, ctrl_z_past_the_lease_then_fg_never_runs_the_command_again) {
   ASSERT_TRUE(term.started());
   ASSERT_TRUE(term.wait_for("$ "));
   const std::string ticks = path("ticks");
-  term.type(cli_path() + " run --url " + url_ + " --name job --ttl 2s --grace 10s -- sh -c \"trap '' TERM; echo \\$\\$ > " +
-            path("pid") + "; while :; do date +%s%N >> " + ticks + "; sleep 0.05; done\"\n");
+  term.type(in_foreground(" run --url " + url_ + " --name job --ttl 2s --grace 10s -- sh -c \"trap '' TERM; echo \\$\\$ > " +
+                          path("pid") + "; while :; do date +%s%N >> " + ticks + "; sleep 0.05; done\""));
   ASSERT_TRUE(wait_for_file(ticks));
   ASSERT_TRUE(wait_for_file(path("pid")));
   const pid_t cmd = std::stoi(trimmed_file("pid"));

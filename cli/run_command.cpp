@@ -414,6 +414,7 @@ int run_run(const common_options& common, const run_options& options) {
     enum class stop_reason { none, lost, not_renewed, max_hold };
     stop_reason stopped_for = stop_reason::none;
     std::optional<int> status;
+    bool max_hold_stopped_command = false;  // --max-hold came while CMD itself still ran
     bool resume_pending = false;     // CMD was stopped at the terminal and sqllock continued
     bool resume_foreground = false;  // ... in the foreground: CMD gets the terminal back
     steady::time_point kill_at = steady::time_point::max();
@@ -437,6 +438,7 @@ int run_run(const common_options& common, const run_options& options) {
           // is killed without being continued first.
           const bool renewed = !lost.load() && now < guard->valid_until() - timing.kill_margin - timing.term_lead;
           stopped_for = now >= hold_end && renewed ? stop_reason::max_hold : stop_reason::not_renewed;
+          max_hold_stopped_command = stopped_for == stop_reason::max_hold && !status;
           kill_at = std::min(now + options.grace, kill_by);
           const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now),
                                      std::chrono::milliseconds(0));
@@ -511,7 +513,7 @@ int run_run(const common_options& common, const run_options& options) {
       ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)
     }
 
-    if (stopped_for == stop_reason::max_hold) {
+    if (max_hold_stopped_command) {
       // Still ours (unless lost since): release it now that nothing CMD started is left.
       try {
         guard->release();
@@ -523,7 +525,7 @@ int run_run(const common_options& common, const run_options& options) {
                   std::to_string(exit_code::lease_lost) + ")");
       return exit_code::lease_lost;
     }
-    if (lost.load() || guard->lost() || stopped_for != stop_reason::none) {
+    if (lost.load() || guard->lost() || stopped_for == stop_reason::lost || stopped_for == stop_reason::not_renewed) {
       try {
         guard->release();
       } catch (const sqllock::error&) {

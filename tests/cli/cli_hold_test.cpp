@@ -136,6 +136,17 @@ TEST_F(cli_hold, max_hold_longer_than_the_command_changes_nothing) {
   EXPECT_EQ(held_count(), 0u);
 }
 
+TEST_F(cli_hold, max_hold_reached_while_leftovers_of_an_ended_command_stop_keeps_its_exit_code) {
+  // CMD exits 5 at once; what it left behind ignores SIGTERM and is killed after --grace, past
+  // --max-hold. CMD itself was not stopped by --max-hold: run exits with CMD's code.
+  const auto r = sqllock(run_args("job", {"--ttl", "20s", "--grace", "2s", "--max-hold", "500ms"},
+                                  "sh -c \"trap '' TERM; touch " + path("ready") + "; exec sleep 60\" & while [ ! -f " +
+                                      path("ready") + " ]; do sleep 0.02; done; exit 5"));
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_GE(r.elapsed, 1500ms) << "the leftover was killed --grace after CMD's exit, past --max-hold";
+  EXPECT_EQ(held_count(), 0u);
+}
+
 TEST_F(cli_hold, max_hold_with_a_ttl_shorter_than_it_keeps_renewing_until_then) {
   // TTL 1s, --max-hold 3s: the lease is renewed past its first TTL, then CMD is stopped at 3s.
   auto p = start(run_args("job", {"--ttl", "1s", "--grace", "300ms", "--max-hold", "3s"},

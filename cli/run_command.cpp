@@ -415,8 +415,8 @@ int run_run(const common_options& common, const run_options& options) {
     stop_reason stopped_for = stop_reason::none;
     std::optional<int> status;
     bool max_hold_stopped_command = false;  // --max-hold came while CMD itself still ran
-    bool resume_pending = false;     // CMD was stopped at the terminal and sqllock continued
-    bool resume_foreground = false;  // ... in the foreground: CMD gets the terminal back
+    bool resume_pending = false;            // CMD was stopped at the terminal and sqllock continued
+    bool resume_foreground = false;         // ... in the foreground: CMD gets the terminal back
     steady::time_point kill_at = steady::time_point::max();
     for (;;) {
       const auto now = steady::now();
@@ -464,7 +464,7 @@ int run_run(const common_options& common, const run_options& options) {
         }
       }
       const auto wake_at = stopped_for != stop_reason::none ? steady::time_point::max()
-                                                             : std::min({term_at, hold_end, now + timing.publish_every});
+                                                            : std::min({term_at, hold_end, now + timing.publish_every});
       int timeout_ms = -1;
       if (wake_at != steady::time_point::max()) {
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(wake_at - steady::now());
@@ -476,12 +476,11 @@ int run_run(const common_options& common, const run_options& options) {
         for (unsigned char byte : pipe.wait(0)) {
           if (is_forwarded(byte) && !status) child.signal_command(byte);
           if (byte == at_risk_byte && stopped_for == stop_reason::none && !status) {
-            const auto left = std::max(
-                std::chrono::duration_cast<std::chrono::milliseconds>(guard->valid_until() - steady::now()),
-                std::chrono::milliseconds(0));
-            print_error("lease on '" + printable(options.name) + "' (fence " +
-                        std::to_string(guard->fencing_token()) + ") is at risk: not renewed, " +
-                        human_duration(left) + " left");
+            const auto left =
+                std::max(std::chrono::duration_cast<std::chrono::milliseconds>(guard->valid_until() - steady::now()),
+                         std::chrono::milliseconds(0));
+            print_error("lease on '" + printable(options.name) + "' (fence " + std::to_string(guard->fencing_token()) +
+                        ") is at risk: not renewed, " + human_duration(left) + " left");
           }
         }
       }
@@ -520,9 +519,8 @@ int run_run(const common_options& common, const run_options& options) {
       } catch (const sqllock::error& e) {
         print_error(std::string("release after --max-hold failed (") + e.what() + "); it expires by its TTL");
       }
-      print_error("lock '" + printable(options.name) + "' was held for --max-hold " +
-                  human_duration(options.max_hold) + "; the command was stopped (exit " +
-                  std::to_string(exit_code::lease_lost) + ")");
+      print_error("lock '" + printable(options.name) + "' was held for --max-hold " + human_duration(options.max_hold) +
+                  "; the command was stopped (exit " + std::to_string(exit_code::lease_lost) + ")");
       return exit_code::lease_lost;
     }
     if (lost.load() || guard->lost() || stopped_for == stop_reason::lost || stopped_for == stop_reason::not_renewed) {

@@ -3,8 +3,8 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
-#include <sys/wait.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,9 +13,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <sstream>
-#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -201,11 +201,11 @@ TEST_F(cli_hold, bad_hold_durations_are_usage_errors_naming_the_flag) {
     std::string expect;
   };
   for (const auto& c : std::vector<bad>{{{"--max-hold", "0s"}, "--max-hold"},
-                                       {{"--max-hold", "soon"}, "--max-hold"},
-                                       {{"--max-hold", "-5s"}, "--max-hold"},
-                                       {{"--min-hold", "0ms"}, "--min-hold"},
-                                       {{"--min-hold", "99999999999h"}, "--min-hold"},
-                                       {{"--min-hold", "5s", "--max-hold", "1s"}, "--min-hold"}}) {
+                                        {{"--max-hold", "soon"}, "--max-hold"},
+                                        {{"--max-hold", "-5s"}, "--max-hold"},
+                                        {{"--min-hold", "0ms"}, "--min-hold"},
+                                        {{"--min-hold", "99999999999h"}, "--min-hold"},
+                                        {{"--min-hold", "5s", "--max-hold", "1s"}, "--min-hold"}}) {
     const auto r = sqllock(run_args("job", c.flags, "touch " + path("ran")));
     EXPECT_EQ(r.exit_code, 64) << c.flags[1] << ": " << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
@@ -222,7 +222,8 @@ TEST_F(cli_hold, bad_hold_durations_are_usage_errors_naming_the_flag) {
 TEST_F(cli_hold, run_reports_a_lease_at_risk_when_renewals_fail) {
   // Another connection holds SQLite's write lock: renewals fail, and before the command is stopped
   // `run` says the lease is at risk.
-  auto p = start(run_args("job", {"--ttl", "3s", "--grace", "200ms"}, "echo x > " + path("started") + "; exec sleep 30"));
+  auto p =
+      start(run_args("job", {"--ttl", "3s", "--grace", "200ms"}, "echo x > " + path("started") + "; exec sleep 30"));
   ASSERT_TRUE(wait_for_file(path("started")));
   const std::string db = dir_ + "/locks.db";
   auto blocker = std::make_unique<background_process>(
@@ -279,7 +280,8 @@ class terminal_session {
         seen_ = at + needle.size();
         return true;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return false;
       pollfd p{master_, POLLIN, 0};
       if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
@@ -305,7 +307,8 @@ class terminal_session {
 std::string in_foreground(const std::string& args) { return "(sleep 0.3; exec " + cli_path() + args + ")\n"; }
 
 long long wall_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 /// The tick times (date +%s%N) CMD appended to `file`.
@@ -321,8 +324,9 @@ TEST_F(cli_hold, ctrl_z_and_fg_within_the_ttl_continue_the_command) {
   ASSERT_TRUE(term.started());
   ASSERT_TRUE(term.wait_for("$ "));
   const std::string ticks = path("ticks");
-  term.type(in_foreground(" run --url " + url_ + " --name job --ttl 6s -- sh -c 'i=0; while [ $i -lt 30 ]; do date +%s%N >> " +
-                          ticks + "; i=$((i+1)); sleep 0.05; done; exit 7'"));
+  term.type(in_foreground(" run --url " + url_ +
+                          " --name job --ttl 6s -- sh -c 'i=0; while [ $i -lt 30 ]; do date +%s%N >> " + ticks +
+                          "; i=$((i+1)); sleep 0.05; done; exit 7'"));
   ASSERT_TRUE(wait_for_file(ticks));
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
@@ -344,8 +348,9 @@ TEST_F(cli_hold, ctrl_z_past_the_lease_then_fg_never_runs_the_command_again) {
   ASSERT_TRUE(term.started());
   ASSERT_TRUE(term.wait_for("$ "));
   const std::string ticks = path("ticks");
-  term.type(in_foreground(" run --url " + url_ + " --name job --ttl 2s --grace 10s -- sh -c \"trap '' TERM; echo \\$\\$ > " +
-                          path("pid") + "; while :; do date +%s%N >> " + ticks + "; sleep 0.05; done\""));
+  term.type(in_foreground(" run --url " + url_ +
+                          " --name job --ttl 2s --grace 10s -- sh -c \"trap '' TERM; echo \\$\\$ > " + path("pid") +
+                          "; while :; do date +%s%N >> " + ticks + "; sleep 0.05; done\""));
   ASSERT_TRUE(wait_for_file(ticks));
   ASSERT_TRUE(wait_for_file(path("pid")));
   const pid_t cmd = std::stoi(trimmed_file("pid"));
@@ -400,10 +405,11 @@ std::optional<sql_client> client_for(const std::string& dialect) {
   const std::string creds = u.substr(0, at), rest = u.substr(at + 1);
   const std::string host_port = rest.substr(0, rest.find('/')), db = rest.substr(rest.find('/') + 1);
   const auto colon = host_port.find(':');
-  sql_client c{dialect,
-               {"-h", host_port.substr(0, colon), "-P", colon == std::string::npos ? "3306" : host_port.substr(colon + 1),
-                "-u", creds.substr(0, creds.find(':')), db.substr(0, db.find('?'))},
-               {}};
+  sql_client c{
+      dialect,
+      {"-h", host_port.substr(0, colon), "-P", colon == std::string::npos ? "3306" : host_port.substr(colon + 1), "-u",
+       creds.substr(0, creds.find(':')), db.substr(0, db.find('?'))},
+      {}};
   if (creds.find(':') != std::string::npos) c.env["MYSQL_PWD"] = creds.substr(creds.find(':') + 1);
   return c;
 }
@@ -435,7 +441,8 @@ class fenced_job_example : public cli_hold, public ::testing::WithParamInterface
   std::string row() { return sql("SELECT value, fence FROM " + table_ + " WHERE id = 1"); }
   /// The script with its arguments, for `run` after `--` or on its own.
   std::vector<std::string> job(const std::string& value) const {
-    std::vector<std::string> argv{std::string(SQLLOCK_SOURCE_DIR) + "/examples/fenced_job.sh", client_.dialect, "1", value};
+    std::vector<std::string> argv{std::string(SQLLOCK_SOURCE_DIR) + "/examples/fenced_job.sh", client_.dialect, "1",
+                                  value};
     argv.insert(argv.end(), client_.connect.begin(), client_.connect.end());
     return argv;
   }

@@ -51,6 +51,11 @@ struct run_options {
   std::chrono::milliseconds ttl{30000};
   std::chrono::milliseconds wait{0};
   std::chrono::milliseconds grace{10000};
+  /// --max-hold: CMD is stopped (SIGTERM, SIGKILL after --grace) this long after the acquisition,
+  /// like a lost lease (exit 76), and the lock released. Zero: no bound.
+  std::chrono::milliseconds max_hold{0};
+  /// --min-hold: a release earlier than this after the acquisition leaves the lock held until then.
+  std::chrono::milliseconds min_hold{0};
   std::optional<std::string> holder;
   std::vector<std::string> command;
 };

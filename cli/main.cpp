@@ -50,6 +50,16 @@ std::chrono::milliseconds ttl_flag(const char* flag, const std::string& text) {
   return d;
 }
 
+/// A hold bound (--max-hold, --min-hold): a duration of at least 1 ms, the error naming the flag.
+std::chrono::milliseconds hold_flag(const char* flag, const std::string& text) {
+  const auto d = duration_flag(flag, text);
+  if (d.count() <= 0) {
+    throw sqllock::invalid_argument(std::string(flag) + " " + text +
+                                    ": must be at least 1ms (leave the flag out for no bound)");
+  }
+  return d;
+}
+
 /// Optimal string alignment distance (Levenshtein plus adjacent transpositions, so that
 /// "statsu" is one edit from "status").
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -197,6 +207,8 @@ int main_impl(int argc, char** argv) {
   std::string ttl_text = "30s";
   std::string wait_text = "0s";
   std::string grace_text = "10s";
+  std::string max_hold_text;
+  std::string min_hold_text;
   std::string holder_text;
   CLI::App* run_cmd =
       app.add_subcommand("run",
@@ -208,6 +220,14 @@ int main_impl(int argc, char** argv) {
   run_cmd->add_option("--wait", wait_text, "how long to wait for the lock (0s: one try)")->capture_default_str();
   run_cmd->add_option("--grace", grace_text, "after a lost lease: time between SIGTERM and SIGKILL to CMD")
       ->capture_default_str();
+  CLI::Option* max_hold_opt = run_cmd->add_option(
+      "--max-hold", max_hold_text,
+      "hold the lock at most this long: then CMD is stopped as on a lost lease (SIGTERM, SIGKILL after "
+      "--grace; exit 76) and the lock released");
+  CLI::Option* min_hold_opt = run_cmd->add_option(
+      "--min-hold", min_hold_text,
+      "hold the lock at least this long: when CMD ends sooner, the lock stays held until then (so a job "
+      "scheduled on several machines runs once)");
   CLI::Option* holder_opt =
       run_cmd->add_option("--holder", holder_text, "holder id to store (default host:pid:random)");
   // As in flock(1): every argument from CMD on is CMD's, even ones that look like our flags, so
@@ -291,6 +311,11 @@ int main_impl(int argc, char** argv) {
       run.ttl = ttl_flag("--ttl", ttl_text);
       run.wait = duration_flag("--wait", wait_text);
       run.grace = duration_flag("--grace", grace_text);
+      if (*max_hold_opt) run.max_hold = hold_flag("--max-hold", max_hold_text);
+      if (*min_hold_opt) run.min_hold = hold_flag("--min-hold", min_hold_text);
+      if (*max_hold_opt && *min_hold_opt && run.min_hold > run.max_hold) {
+        throw sqllock::invalid_argument("--min-hold " + min_hold_text + " is longer than --max-hold " + max_hold_text);
+      }
     } catch (const sqllock::invalid_argument& e) {
       print_error(e.what());
       return exit_code::usage;

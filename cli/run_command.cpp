@@ -50,6 +50,7 @@ constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 /// Bytes on the wake pipe that are not signal numbers (signal numbers are below 65).
 constexpr unsigned char lease_lost_byte = 0xFF;
 constexpr unsigned char stop_watcher_byte = 0xFE;
+constexpr unsigned char at_risk_byte = 0xFD;
 
 /// Write end of the self-pipe; the signal handlers and the on_lost callback write one byte each.
 std::atomic<int> wake_write_fd{-1};
@@ -190,19 +191,18 @@ void set_terminal_foreground(pid_t pgid) {
 }
 
 /// CMD was stopped at the terminal (Ctrl-Z): do what a shell's job does, as sudo does. Take the
-/// terminal back, stop sqllock with the same signal so the user's shell sees the job stopped, and
-/// when continued (fg or bg) hand the terminal to CMD again if sqllock got the foreground, then
-/// continue CMD. While stopped, nothing renews the lease: a stop longer than the TTL can lose it
-/// (then the usual loss handling applies after `fg`). A stop by anything else (SIGSTOP from
-/// another process) is left alone.
-void suspend_with(pid_t child_pgid, int stop_signal) {
-  if (stop_signal != SIGTSTP && stop_signal != SIGTTIN && stop_signal != SIGTTOU) return;
+/// terminal back and stop sqllock with the same signal so the user's shell sees the job stopped.
+/// Returns once sqllock is continued (fg or bg): true if CMD is to be continued then (the caller
+/// first checks that the lease still holds, see the waiting loop). While stopped, nothing renews
+/// the lease: a stop longer than the TTL can lose it, and the supervisor stops CMD by itself before
+/// the lease can expire. A stop by anything else (SIGSTOP from another process) is left alone.
+bool suspend_with(int stop_signal) {
+  if (stop_signal != SIGTSTP && stop_signal != SIGTTIN && stop_signal != SIGTTOU) return false;
   set_terminal_foreground(::getpgrp());
   // Default disposition: sqllock stops here (unless its process group is orphaned, where the
   // kernel discards the signal and CMD is simply continued).
   ::kill(::getpid(), stop_signal);
-  if (::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) set_terminal_foreground(child_pgid);
-  ::kill(-child_pgid, SIGCONT);
+  return true;
 }
 
 std::vector<std::string> child_environment(const sqllock::lease_guard& guard) {
@@ -294,9 +294,24 @@ int run_run(const common_options& common, const run_options& options) {
     if (options.holder) client_options.holder_id = *options.holder;
     sqllock::client client = sqllock::connect(url, client_options);
 
+    const lease_timing timing = lease_timing_for(options);
     sqllock::lease_options lease;
     lease.ttl = options.ttl;
     lease.auto_renew = true;
+    lease.min_hold = options.min_hold;
+    if (options.max_hold.count() > 0) {
+      // run itself stops CMD --max-hold after acquire_for returned and has it gone --grace later
+      // (hold_end + grace, below). The library stops renewing max_hold after the start of the
+      // acquiring statement, which began at most a TTL before it returned (a lease statement never
+      // runs longer than the TTL). With max_hold = --max-hold + --grace + TTL + kill_margin the
+      // lease in the database therefore lasts at least until hold_end + grace + kill_margin: run's
+      // deadlines (capped there) come first, and a run that hangs still lets the lock go.
+      lease.max_hold = options.max_hold + options.grace + options.ttl + timing.kill_margin;
+    }
+    lease.on_at_risk = [](const std::string&, std::int64_t) {
+      // From the library's deadline thread: no writing to a possibly stalled stderr here.
+      wake(at_risk_byte);
+    };
     lease.on_lost = [&lost](const std::string&, std::int64_t) {
       // Called from the watchdog thread: set the flag, then wake the main loop.
       lost.store(true);
@@ -359,7 +374,13 @@ int run_run(const common_options& common, const run_options& options) {
 
     std::fflush(nullptr);
     mark_close_on_exec_except(inherited_fds);
-    const lease_timing timing = lease_timing_for(options);
+    // --max-hold counts from here; the lease's end as run and the supervisor count it is capped
+    // at the moment CMD must be gone by then (see lease.max_hold above).
+    const auto acquired = steady::now();
+    const auto hold_end = options.max_hold.count() > 0 ? acquired + options.max_hold : steady::time_point::max();
+    const auto hold_cap =
+        options.max_hold.count() > 0 ? hold_end + options.grace + timing.kill_margin : steady::time_point::max();
+    const auto lease_end = [&] { return std::min(guard->valid_until(), hold_cap); };
     supervisor_spec spec;
     spec.command = options.command;
     spec.environment = child_environment(*guard);
@@ -370,7 +391,7 @@ int run_run(const common_options& common, const run_options& options) {
     spec.grace = timing.grace;
     spec.kill_margin = timing.kill_margin;
     spec.term_lead = timing.term_lead;
-    spec.valid_until = guard->valid_until();
+    spec.valid_until = lease_end();
     supervisor child(spec);
     if (child.exec_errno() != 0) {
       child.wait();
@@ -387,43 +408,63 @@ int run_run(const common_options& common, const run_options& options) {
     const pid_t cmd = child.command_pid();
 
     // The waiting loop: forward signals, relay CMD's stops, and stop everything CMD started when
-    // the lease is lost or about to run out, until the supervisor reports that nothing is left.
+    // the lease is lost or about to run out, or --max-hold is reached, until the supervisor
+    // reports that nothing is left. Every signal to CMD goes through the supervisor, which sends
+    // it only while CMD is not reaped (a reaped CMD's process group id may be reused).
+    enum class stop_reason { none, lost, not_renewed, max_hold };
+    stop_reason stopped_for = stop_reason::none;
     std::optional<int> status;
-    bool stop_sent = false;
-    bool kill_sent = false;
-    steady::time_point kill_at{};
+    bool max_hold_stopped_command = false;  // --max-hold came while CMD itself still ran
+    bool resume_pending = false;            // CMD was stopped at the terminal and sqllock continued
+    bool resume_foreground = false;         // ... in the foreground: CMD gets the terminal back
+    steady::time_point kill_at = steady::time_point::max();
     for (;;) {
       const auto now = steady::now();
-      const auto valid_until = guard->valid_until();
+      const auto valid_until = lease_end();
       child.publish_valid_until(valid_until);
-      const auto term_at = valid_until - timing.kill_margin - timing.term_lead;
-      if (!stop_sent && (lost.load() || now >= term_at)) {
+      const auto kill_by = valid_until - timing.kill_margin;
+      const auto term_at = kill_by - timing.term_lead;
+      if (stopped_for == stop_reason::none) {
         const std::string fence = std::to_string(guard->fencing_token());
-        if (lost.load() && now < valid_until - timing.kill_margin) {
+        if (lost.load() && now < kill_by) {
           // Taken over or released by force: the lease is gone already; CMD gets the full grace.
+          stopped_for = stop_reason::lost;
           kill_at = now + options.grace;
           print_error("lease on '" + printable(options.name) + "' (fence " + fence +
                       ") was lost: sending SIGTERM to the command, SIGKILL in " + human_duration(options.grace));
-        } else {
-          // Not renewed in time: everything must be gone kill_margin before the lease can expire.
-          kill_at = std::min(now + options.grace, valid_until - timing.kill_margin);
-          const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now);
-          print_error("lease on '" + printable(options.name) + "' (fence " + fence +
-                      ") was not renewed in time and may expire: sending SIGTERM to the command, SIGKILL in " +
-                      human_duration(std::max(left, std::chrono::milliseconds(0))));
+        } else if (lost.load() || now >= term_at || now >= hold_end) {
+          // Not renewed in time, or held for --max-hold: everything must be gone kill_margin before
+          // the lease can expire. After a Ctrl-Z that outlasted the lease, kill_at has passed: CMD
+          // is killed without being continued first.
+          const bool renewed = !lost.load() && now < guard->valid_until() - timing.kill_margin - timing.term_lead;
+          stopped_for = now >= hold_end && renewed ? stop_reason::max_hold : stop_reason::not_renewed;
+          max_hold_stopped_command = stopped_for == stop_reason::max_hold && !status;
+          kill_at = std::min(now + options.grace, kill_by);
+          const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now),
+                                     std::chrono::milliseconds(0));
+          print_error("lease on '" + printable(options.name) + "' (fence " + fence + ") " +
+                      (stopped_for == stop_reason::max_hold
+                           ? "was held for --max-hold " + human_duration(options.max_hold)
+                           : std::string("was not renewed in time and may expire")) +
+                      ": sending SIGTERM to the command, SIGKILL in " + human_duration(left));
         }
-        child.stop_all(kill_at);
-        // Also directly, should the supervisor be gone.
-        ::kill(-cmd, SIGTERM);
-        ::kill(-cmd, SIGCONT);  // a stopped CMD must be able to act on it
-        stop_sent = true;
+        if (stopped_for != stop_reason::none) {
+          // SIGTERM and SIGCONT to all, SIGKILL at kill_at, from the supervisor (on its own clock,
+          // also should run stall); with kill_at passed, SIGKILL only.
+          child.stop_all(kill_at);
+        }
       }
-      if (stop_sent && !kill_sent && steady::now() >= kill_at) {
-        ::kill(-cmd, SIGKILL);
-        kill_sent = true;
+      if (resume_pending) {
+        // Continue CMD after Ctrl-Z and fg/bg only now that the lease was checked above: a CMD
+        // whose lease ran out while it was stopped is killed, never continued for one more pass.
+        resume_pending = false;
+        if (!status && steady::now() < std::min(kill_at, kill_by)) {
+          if (resume_foreground) set_terminal_foreground(cmd);
+          child.signal_command(SIGCONT);
+        }
       }
-      auto wake_at = stop_sent ? (kill_sent ? steady::time_point::max() : kill_at)
-                               : std::min(term_at, now + timing.publish_every);
+      const auto wake_at = stopped_for != stop_reason::none ? steady::time_point::max()
+                                                            : std::min({term_at, hold_end, now + timing.publish_every});
       int timeout_ms = -1;
       if (wake_at != steady::time_point::max()) {
         const auto left = std::chrono::ceil<std::chrono::milliseconds>(wake_at - steady::now());
@@ -433,14 +474,24 @@ int run_run(const common_options& common, const run_options& options) {
       if (::poll(fds, 2, timeout_ms) <= 0) continue;  // timeout or EINTR
       if (fds[0].revents != 0) {
         for (unsigned char byte : pipe.wait(0)) {
-          if (is_forwarded(byte) && !status) ::kill(-cmd, byte);
+          if (is_forwarded(byte) && !status) child.signal_command(byte);
+          if (byte == at_risk_byte && stopped_for == stop_reason::none && !status) {
+            const auto left =
+                std::max(std::chrono::duration_cast<std::chrono::milliseconds>(guard->valid_until() - steady::now()),
+                         std::chrono::milliseconds(0));
+            print_error("lease on '" + printable(options.name) + "' (fence " + std::to_string(guard->fencing_token()) +
+                        ") is at risk: not renewed, " + human_duration(left) + " left");
+          }
         }
       }
       if (fds[1].revents != 0) {
         const supervisor_event event = child.read_event();
         if (event.what == supervisor_event::kind::closed) break;  // the supervisor is done
         if (event.what == supervisor_event::kind::stopped && take_terminal && !status) {
-          suspend_with(cmd, event.value);
+          if (suspend_with(event.value)) {
+            resume_pending = true;
+            resume_foreground = ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
+          }
         } else if (event.what == supervisor_event::kind::exited) {
           status = event.value;
           if (take_terminal) set_terminal_foreground(::getpgrp());
@@ -461,7 +512,18 @@ int run_run(const common_options& common, const run_options& options) {
       ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)
     }
 
-    if (lost.load() || guard->lost() || stop_sent) {
+    if (max_hold_stopped_command) {
+      // Still ours (unless lost since): release it now that nothing CMD started is left.
+      try {
+        guard->release();
+      } catch (const sqllock::error& e) {
+        print_error(std::string("release after --max-hold failed (") + e.what() + "); it expires by its TTL");
+      }
+      print_error("lock '" + printable(options.name) + "' was held for --max-hold " + human_duration(options.max_hold) +
+                  "; the command was stopped (exit " + std::to_string(exit_code::lease_lost) + ")");
+      return exit_code::lease_lost;
+    }
+    if (lost.load() || guard->lost() || stopped_for == stop_reason::lost || stopped_for == stop_reason::not_renewed) {
       try {
         guard->release();
       } catch (const sqllock::error&) {

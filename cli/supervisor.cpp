@@ -45,6 +45,14 @@ constexpr std::int32_t msg_exec_failed = 2;  // value: errno
 constexpr std::int32_t msg_stopped = 3;      // value: signal
 constexpr std::int32_t msg_exited = 4;       // value: wait status
 
+/// run -> supervisor.
+struct control_message {
+  std::int64_t kind;
+  std::int64_t value;
+};
+constexpr std::int64_t ctl_stop = 1;    // value: SIGKILL deadline (steady_clock nanoseconds)
+constexpr std::int64_t ctl_signal = 2;  // value: a signal for CMD's process group
+
 std::int64_t now_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -103,7 +111,7 @@ struct supervisor_context {
   std::int64_t kill_margin_ns;
   std::int64_t term_lead_ns;
   shared_page* shared;
-  int control_read;   // run -> supervisor: 8-byte SIGKILL deadlines; EOF when run is gone
+  int control_read;   // run -> supervisor: control_message; EOF when run is gone
   int control_write;  // run's end, closed here
   int status_write;   // supervisor -> run: event_message
   int status_read;    // run's end, closed here
@@ -336,6 +344,9 @@ extern "C" void on_supervisor_relay(int signo) {
     kill_at = std::min(kill_at, deadline);
     if (stopping) return;
     stopping = true;
+    // Past the SIGKILL deadline already (run resumed after the lease ran out): no SIGTERM and above
+    // all no SIGCONT, which would let a stopped CMD run again; the SIGKILL loop below follows.
+    if (now_ns() >= kill_at) return;
     signal_descendants(SIGTERM);
     signal_descendants(SIGCONT);  // a stopped process must be able to act on SIGTERM
   };
@@ -371,9 +382,17 @@ extern "C" void on_supervisor_relay(int signo) {
     const timespec timeout{static_cast<time_t>(left / 1'000'000'000), static_cast<long>(left % 1'000'000'000)};
     const int ready = ::ppoll(&p, 1, &timeout, &wait_mask);
     if (ready <= 0 || control < 0 || (p.revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
-    std::int64_t requested = 0;
-    if (read_all(control, &requested, sizeof requested) == sizeof requested) {
-      begin_stop(requested);
+    control_message m{};
+    if (read_all(control, &m, sizeof m) == sizeof m) {
+      if (m.kind == ctl_stop) {
+        begin_stop(m.value);
+      } else if (m.kind == ctl_signal && m.value > 0 && m.value < 65) {
+        // Only while CMD is not reaped: until this process (its parent) reaps it, its pid, and so
+        // its process group id, cannot be reused. Once CMD is reaped, what is left of its group is
+        // stopped by begin_stop above, and a signal to -command could reach an unrelated group.
+        reap(c, command, command_done);
+        if (!command_done) ::kill(-command, static_cast<int>(m.value));
+      }
     } else {
       // run is gone: nobody renews the lease any more.
       relay_to = 0;
@@ -480,7 +499,11 @@ void supervisor::publish_valid_until(steady::time_point until) {
   }
 }
 
-void supervisor::stop_all(steady::time_point kill_at) {
+void supervisor::stop_all(steady::time_point kill_at) { send(ctl_stop, to_ns(kill_at)); }
+
+void supervisor::signal_command(int signo) { send(ctl_signal, signo); }
+
+void supervisor::send(std::int64_t kind, std::int64_t value) {
   // The supervisor may have finished already (it stopped everything on its own, e.g. while run was
   // frozen): the write then fails with EPIPE, and the SIGPIPE it raises must not kill run. SIGPIPE
   // is blocked around the write and a pending one consumed; run's disposition (inherited by
@@ -489,8 +512,8 @@ void supervisor::stop_all(steady::time_point kill_at) {
   sigemptyset(&pipe_set);
   sigaddset(&pipe_set, SIGPIPE);
   ::pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
-  const std::int64_t ns = to_ns(kill_at);
-  write_all(control_write_, &ns, sizeof ns);
+  const control_message m{kind, value};
+  write_all(control_write_, &m, sizeof m);
   const timespec zero{0, 0};
   while (::sigtimedwait(&pipe_set, nullptr, &zero) == SIGPIPE) {
   }

@@ -16,6 +16,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,12 +60,17 @@ class supervisor {
   supervisor_event read_event();
   /// Where the supervisor finds the lease's end should `run` die (only ever moves forward).
   void publish_valid_until(std::chrono::steady_clock::time_point until);
-  /// SIGTERM and SIGCONT to every process CMD started, now; SIGKILL to all at `kill_at`.
+  /// SIGTERM and SIGCONT to every process CMD started, now; SIGKILL to all at `kill_at` (at once,
+  /// without SIGTERM or SIGCONT, when `kill_at` has passed).
   void stop_all(std::chrono::steady_clock::time_point kill_at);
+  /// `signo` to CMD's process group, sent by the supervisor only while CMD is not reaped (so never
+  /// to a reused process group id); dropped once CMD has exited or the supervisor is gone.
+  void signal_command(int signo);
   /// Wait for the supervisor to exit (everything CMD started is gone then). Its wait status.
   int wait();
 
  private:
+  void send(std::int64_t kind, std::int64_t value);
   pid_t pid_ = -1;
   pid_t command_pid_ = -1;
   int exec_errno_ = 0;

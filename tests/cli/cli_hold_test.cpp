@@ -1,0 +1,516 @@
+// End-to-end tests of `sqllock run --max-hold` / `--min-hold`, of the at-risk message, and of the
+// fenced-write shell example (examples/fenced_job.sh), on SQLite (issue 13).
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "process_runner.hpp"
+
+using namespace std::chrono_literals;
+using namespace cli_test;
+
+namespace {
+
+bool gone(pid_t pid) {
+  if (::kill(pid, 0) == 0) {
+    // A zombie (not yet reaped by its subreaper) counts as gone: it runs nothing.
+    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+  }
+  return errno == ESRCH;
+}
+
+class cli_hold : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/sqllock-hold-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    url_ = "sqlite:" + dir_ + "/locks.db";
+    const auto r = sqllock({"migrate", "--url", url_});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  process_result sqllock(std::vector<std::string> args, process_options options = {}) {
+    args.insert(args.begin(), cli_path());
+    return run_process(args, options);
+  }
+  std::unique_ptr<background_process> start(std::vector<std::string> args, process_options options = {}) {
+    args.insert(args.begin(), cli_path());
+    return std::make_unique<background_process>(args, options);
+  }
+  std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra,
+                                    const std::string& shell_script) {
+    std::vector<std::string> args{"run", "--url", url_, "--name", name};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", "/bin/sh", "-c", shell_script});
+    return args;
+  }
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  std::string trimmed_file(const std::string& file) {
+    std::string s = read_file(path(file));
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+  /// How many locks `status --json` lists.
+  std::size_t held_count() {
+    const auto r = sqllock({"status", "--url", url_, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::size_t n = 0;
+    for (auto at = r.out.find("\"name\""); at != std::string::npos; at = r.out.find("\"name\"", at + 1)) ++n;
+    return n;
+  }
+
+  std::string dir_;
+  std::string url_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// --max-hold
+
+TEST_F(cli_hold, max_hold_stops_a_long_command_in_time_exits_76_and_frees_the_lock) {
+  // A TTL far longer than --max-hold: the bound, not the lease, must stop CMD.
+  auto p = start(run_args("job", {"--ttl", "30s", "--grace", "500ms", "--max-hold", "2s"},
+                          "trap 'echo term > " + path("term") + "; exit 9' TERM; echo $$ > " + path("pid") +
+                              "; while :; do sleep 0.05; done"));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t cmd = std::stoi(trimmed_file("pid"));
+  const auto r = p->wait(10s);
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_NE(r.err.find("--max-hold 2"), std::string::npos) << r.err;
+  EXPECT_EQ(trimmed_file("term"), "term") << "CMD gets SIGTERM first";
+  EXPECT_GE(took, 1500ms);
+  EXPECT_LT(took, 3500ms) << "stopped at --max-hold, not at the 30s TTL";
+  EXPECT_TRUE(gone(cmd));
+  EXPECT_EQ(held_count(), 0u) << "the lock is released once CMD is gone";
+  const auto next = sqllock(run_args("job", {"--wait", "0s"}, "true"));
+  EXPECT_EQ(next.exit_code, 0) << next.err;
+}
+
+TEST_F(cli_hold, max_hold_sigkills_a_command_ignoring_sigterm_after_the_grace) {
+  auto p = start(run_args("job", {"--ttl", "20s", "--grace", "700ms", "--max-hold", "1s"},
+                          "trap '' TERM; echo $$ > " + path("pid") + "; sleep 300 & echo $! > " + path("pid2") +
+                              "; while :; do wait; done"));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  ASSERT_TRUE(wait_for_file(path("pid2")));
+  const auto started = std::chrono::steady_clock::now();
+  const pid_t cmd = std::stoi(trimmed_file("pid"));
+  const pid_t child = std::stoi(trimmed_file("pid2"));
+  const auto r = p->wait(10s);
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_LT(took, 1000ms + 700ms + 1000ms) << "SIGKILL --grace after --max-hold";
+  EXPECT_TRUE(gone(cmd));
+  EXPECT_TRUE(gone(child)) << "CMD's child too";
+  if (!gone(child)) ::kill(child, SIGKILL);
+  EXPECT_EQ(held_count(), 0u);
+}
+
+TEST_F(cli_hold, max_hold_longer_than_the_command_changes_nothing) {
+  const auto r = sqllock(run_args("job", {"--ttl", "3s", "--max-hold", "1h"}, "sleep 0.2; exit 5"));
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_EQ(held_count(), 0u);
+}
+
+TEST_F(cli_hold, max_hold_reached_while_leftovers_of_an_ended_command_stop_keeps_its_exit_code) {
+  // CMD exits 5 at once; what it left behind ignores SIGTERM and is killed after --grace, past
+  // --max-hold. CMD itself was not stopped by --max-hold: run exits with CMD's code.
+  const auto r = sqllock(run_args("job", {"--ttl", "20s", "--grace", "2s", "--max-hold", "500ms"},
+                                  "sh -c \"trap '' TERM; touch " + path("ready") + "; exec sleep 60\" & while [ ! -f " +
+                                      path("ready") + " ]; do sleep 0.02; done; exit 5"));
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_GE(r.elapsed, 1500ms) << "the leftover was killed --grace after CMD's exit, past --max-hold";
+  EXPECT_EQ(held_count(), 0u);
+}
+
+TEST_F(cli_hold, max_hold_with_a_ttl_shorter_than_it_keeps_renewing_until_then) {
+  // TTL 1s, --max-hold 3s: the lease is renewed past its first TTL, then CMD is stopped at 3s.
+  auto p = start(run_args("job", {"--ttl", "1s", "--grace", "300ms", "--max-hold", "3s"},
+                          "echo x > " + path("started") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("started")));
+  const auto started = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(1800ms);
+  EXPECT_EQ(sqllock(run_args("job", {"--wait", "0s"}, "true")).exit_code, 75) << "still held (renewed)";
+  const auto r = p->wait(10s);
+  const auto took = std::chrono::steady_clock::now() - started;
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_GE(took, 2500ms);
+  EXPECT_LT(took, 4500ms);
+  EXPECT_EQ(sqllock(run_args("job", {"--wait", "0s"}, "true")).exit_code, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// --min-hold
+
+TEST_F(cli_hold, min_hold_keeps_a_fast_job_s_lock_until_it_has_passed) {
+  const auto first_started = std::chrono::steady_clock::now();
+  const auto first = sqllock(run_args("job", {"--holder", "fast-node", "--min-hold", "3s"}, "true"));
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - first_started, 2500ms) << "run itself does not wait for --min-hold";
+
+  // Another node whose schedule fires a moment later: refused.
+  const auto second = sqllock(run_args("job", {"--wait", "0s"}, "touch " + path("second-ran")));
+  EXPECT_EQ(second.exit_code, 75) << second.err;
+  EXPECT_NE(second.err.find("fast-node"), std::string::npos) << second.err;
+  EXPECT_FALSE(file_exists(path("second-ran")));
+  EXPECT_EQ(held_count(), 1u);
+
+  // After --min-hold: free.
+  std::this_thread::sleep_until(first_started + 3500ms);
+  const auto third = sqllock(run_args("job", {"--wait", "0s"}, "touch " + path("third-ran")));
+  EXPECT_EQ(third.exit_code, 0) << third.err;
+  EXPECT_TRUE(file_exists(path("third-ran")));
+}
+
+TEST_F(cli_hold, min_hold_shorter_than_the_command_releases_at_once) {
+  const auto first = sqllock(run_args("job", {"--min-hold", "100ms"}, "sleep 0.3"));
+  EXPECT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(held_count(), 0u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Usage
+
+TEST_F(cli_hold, bad_hold_durations_are_usage_errors_naming_the_flag) {
+  struct bad {
+    std::vector<std::string> flags;
+    std::string expect;
+  };
+  for (const auto& c : std::vector<bad>{{{"--max-hold", "0s"}, "--max-hold"},
+                                        {{"--max-hold", "soon"}, "--max-hold"},
+                                        {{"--max-hold", "-5s"}, "--max-hold"},
+                                        {{"--min-hold", "0ms"}, "--min-hold"},
+                                        {{"--min-hold", "99999999999h"}, "--min-hold"},
+                                        {{"--min-hold", "5s", "--max-hold", "1s"}, "--min-hold"}}) {
+    const auto r = sqllock(run_args("job", c.flags, "touch " + path("ran")));
+    EXPECT_EQ(r.exit_code, 64) << c.flags[1] << ": " << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_FALSE(file_exists(path("ran")));
+  }
+  const auto help = sqllock({"help", "run"});
+  EXPECT_NE(help.out.find("--max-hold"), std::string::npos);
+  EXPECT_NE(help.out.find("--min-hold"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------
+// on_at_risk
+
+TEST_F(cli_hold, run_reports_a_lease_at_risk_when_renewals_fail) {
+  // Another connection holds SQLite's write lock: renewals fail, and before the command is stopped
+  // `run` says the lease is at risk.
+  auto p =
+      start(run_args("job", {"--ttl", "3s", "--grace", "200ms"}, "echo x > " + path("started") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("started")));
+  const std::string db = dir_ + "/locks.db";
+  auto blocker = std::make_unique<background_process>(
+      std::vector<std::string>{"python3", "-c",
+                               "import sqlite3, sys, time\n"
+                               "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+                               "c.execute('BEGIN EXCLUSIVE')\n"
+                               "open(sys.argv[2], 'w').write('x')\n"
+                               "time.sleep(6)\n",
+                               db, path("blocking")},
+      process_options{});
+  ASSERT_TRUE(wait_for_file(path("blocking")));
+  const auto r = p->wait(15s);
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  const auto risk = r.err.find("is at risk");
+  EXPECT_NE(risk, std::string::npos) << r.err;
+  EXPECT_LT(risk, r.err.find("sending SIGTERM")) << "at risk is reported before the stop: " << r.err;
+  blocker->wait(15s);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Ctrl-Z and fg at a terminal: CMD is continued only while the lease holds.
+
+/// An interactive bash on a pseudo-terminal, typed into like a user would.
+class terminal_session {
+ public:
+  terminal_session() {
+    pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);
+    if (pid_ == 0) {
+      ::setenv("PS1", "$ ", 1);
+      ::unsetenv("SQLLOCK_URL");
+      ::execlp("bash", "bash", "--norc", "--noprofile", "-i", static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+  }
+  ~terminal_session() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+    }
+    if (master_ >= 0) ::close(master_);
+  }
+  terminal_session(const terminal_session&) = delete;
+  terminal_session& operator=(const terminal_session&) = delete;
+
+  bool started() const { return pid_ > 0 && master_ >= 0; }
+  void type(const std::string& text) { [[maybe_unused]] auto n = ::write(master_, text.data(), text.size()); }
+  /// Wait until the terminal has shown `needle` after what was already consumed; consume up to it.
+  bool wait_for(const std::string& needle, std::chrono::milliseconds timeout = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      if (const auto at = screen_.find(needle, seen_); at != std::string::npos) {
+        seen_ = at + needle.size();
+        return true;
+      }
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      if (left.count() <= 0) return false;
+      pollfd p{master_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::read(master_, buf, sizeof buf);
+      if (n <= 0) return false;
+      screen_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  const std::string& screen() const { return screen_; }
+
+ private:
+  pid_t pid_ = -1;
+  int master_ = -1;
+  std::string screen_;
+  std::size_t seen_ = 0;
+};
+
+/// A command line that starts `sqllock ARGS` as a foreground job once the shell has handed it the
+/// terminal: bash gives the terminal to a new job's process group from the parent side too, so a
+/// process that checks for it at once can still find the shell's group there (sqllock then does not
+/// take part in job control); the subshell's pause lets the hand-over finish first.
+std::string in_foreground(const std::string& args) { return "(sleep 0.3; exec " + cli_path() + args + ")\n"; }
+
+long long wall_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+/// The tick times (date +%s%N) CMD appended to `file`.
+std::vector<long long> ticks_in(const std::string& file) {
+  std::vector<long long> t;
+  std::istringstream in(read_file(file));
+  for (long long v; in >> v;) t.push_back(v);
+  return t;
+}
+
+TEST_F(cli_hold, ctrl_z_and_fg_within_the_ttl_continue_the_command) {
+  terminal_session term;
+  ASSERT_TRUE(term.started());
+  ASSERT_TRUE(term.wait_for("$ "));
+  const std::string ticks = path("ticks");
+  term.type(in_foreground(" run --url " + url_ +
+                          " --name job --ttl 6s -- sh -c 'i=0; while [ $i -lt 30 ]; do date +%s%N >> " + ticks +
+                          "; i=$((i+1)); sleep 0.05; done; exit 7'"));
+  ASSERT_TRUE(wait_for_file(ticks));
+  term.type("\x1a");
+  ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
+  std::this_thread::sleep_for(300ms);
+  const auto stopped = ticks_in(ticks).size();
+  std::this_thread::sleep_for(700ms);
+  EXPECT_EQ(ticks_in(ticks).size(), stopped) << "CMD is stopped with run";
+  term.type("fg\n");
+  term.type("echo rc=$?\n");
+  ASSERT_TRUE(term.wait_for("rc=7", 20s)) << term.screen();
+  EXPECT_EQ(ticks_in(ticks).size(), 30u) << "CMD was continued after fg and ran to its end";
+  EXPECT_EQ(held_count(), 0u);
+}
+
+TEST_F(cli_hold, ctrl_z_past_the_lease_then_fg_never_runs_the_command_again) {
+  // Stopped at the terminal longer than the TTL: nothing renews the lease, so CMD (which ignores
+  // SIGTERM) must be gone by the time the lease can expire, and after fg it must not run again.
+  terminal_session term;
+  ASSERT_TRUE(term.started());
+  ASSERT_TRUE(term.wait_for("$ "));
+  const std::string ticks = path("ticks");
+  term.type(in_foreground(" run --url " + url_ +
+                          " --name job --ttl 2s --grace 10s -- sh -c \"trap '' TERM; echo \\$\\$ > " + path("pid") +
+                          "; while :; do date +%s%N >> " + ticks + "; sleep 0.05; done\""));
+  ASSERT_TRUE(wait_for_file(ticks));
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  const pid_t cmd = std::stoi(trimmed_file("pid"));
+  term.type("\x1a");
+  ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
+  const long long stopped_at = wall_ns();
+  std::this_thread::sleep_for(3500ms);
+  EXPECT_TRUE(gone(cmd)) << "CMD outlived the lease while sqllock was stopped";
+  const long long fg_at = wall_ns();
+  term.type("fg\n");
+  term.type("echo rc=$?\n");
+  ASSERT_TRUE(term.wait_for("rc=76", 20s)) << term.screen();
+  for (long long t : ticks_in(ticks)) {
+    EXPECT_LT(t, fg_at) << "CMD ran after fg, " << (t - fg_at) / 1000000 << " ms";
+    EXPECT_LT(t, stopped_at + 2'000'000'000LL) << "CMD ran past the TTL after the stop";
+  }
+  if (!gone(cmd)) ::kill(cmd, SIGKILL);
+}
+
+// ---------------------------------------------------------------------------------------------
+// examples/fenced_job.sh: $SQLLOCK_FENCE in a fenced UPDATE through psql and mysql.
+
+/// How to reach one test server with its command-line client.
+struct sql_client {
+  std::string dialect;                     ///< the script's first argument
+  std::vector<std::string> connect;        ///< connection arguments (after the script's three)
+  std::map<std::string, std::string> env;  ///< password, kept off the command line
+  std::vector<std::string> command(const std::string& sql) const {
+    std::vector<std::string> argv;
+    if (dialect == "postgresql") {
+      argv = {"psql", "-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-c", sql};
+    } else {
+      argv = {"mysql", "--batch", "--skip-column-names", "-e", sql};
+    }
+    argv.insert(argv.end(), connect.begin(), connect.end());
+    return argv;
+  }
+};
+
+std::optional<sql_client> client_for(const std::string& dialect) {
+  if (dialect == "postgresql") {
+    const char* url = std::getenv("SQLLOCK_TEST_POSTGRESQL_URL");
+    if (url == nullptr) return std::nullopt;
+    return sql_client{dialect, {url}, {}};
+  }
+  const char* url = std::getenv("SQLLOCK_TEST_MYSQL_URL");
+  if (url == nullptr) return std::nullopt;
+  // mysql://user:password@host:port/database (the test server's; no escapes in it)
+  std::string u(url);
+  u = u.substr(u.find("://") + 3);
+  const auto at = u.rfind('@');
+  const std::string creds = u.substr(0, at), rest = u.substr(at + 1);
+  const std::string host_port = rest.substr(0, rest.find('/')), db = rest.substr(rest.find('/') + 1);
+  const auto colon = host_port.find(':');
+  sql_client c{
+      dialect,
+      {"-h", host_port.substr(0, colon), "-P", colon == std::string::npos ? "3306" : host_port.substr(colon + 1), "-u",
+       creds.substr(0, creds.find(':')), db.substr(0, db.find('?'))},
+      {}};
+  if (creds.find(':') != std::string::npos) c.env["MYSQL_PWD"] = creds.substr(creds.find(':') + 1);
+  return c;
+}
+
+class fenced_job_example : public cli_hold, public ::testing::WithParamInterface<std::string> {
+ protected:
+  void SetUp() override {
+    cli_hold::SetUp();
+    auto c = client_for(GetParam());
+    if (!c) GTEST_SKIP() << "no test server for " << GetParam() << " (source /tmp/srv/*/env.sh)";
+    client_ = *c;
+    table_ = "cli_fenced_job_" + std::to_string(::getpid());
+    sql("DROP TABLE IF EXISTS " + table_);
+    sql("CREATE TABLE " + table_ + " (id BIGINT PRIMARY KEY, value TEXT NOT NULL, fence BIGINT NOT NULL DEFAULT 0)");
+    sql("INSERT INTO " + table_ + " (id, value) VALUES (1, 'initial')");
+  }
+  void TearDown() override {
+    if (!table_.empty()) sql("DROP TABLE IF EXISTS " + table_);
+    cli_hold::TearDown();
+  }
+  std::string sql(const std::string& statement) {
+    process_options o;
+    o.env = client_.env;
+    auto r = run_process(client_.command(statement), o);
+    EXPECT_EQ(r.exit_code, 0) << statement << ": " << r.err;
+    while (!r.out.empty() && (r.out.back() == '\n' || r.out.back() == ' ')) r.out.pop_back();
+    return r.out;
+  }
+  std::string row() { return sql("SELECT value, fence FROM " + table_ + " WHERE id = 1"); }
+  /// The script with its arguments, for `run` after `--` or on its own.
+  std::vector<std::string> job(const std::string& value) const {
+    std::vector<std::string> argv{std::string(SQLLOCK_SOURCE_DIR) + "/examples/fenced_job.sh", client_.dialect, "1",
+                                  value};
+    argv.insert(argv.end(), client_.connect.begin(), client_.connect.end());
+    return argv;
+  }
+  process_options job_env() const {
+    process_options o;
+    o.env = client_.env;
+    o.env["FENCED_TABLE"] = table_;
+    return o;
+  }
+  std::vector<std::string> run_job(const std::string& name, std::vector<std::string> flags, const std::string& value) {
+    std::vector<std::string> args{"run", "--url", url_, "--name", name};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.push_back("--");
+    for (auto& a : job(value)) args.push_back(a);
+    return args;
+  }
+
+  sql_client client_;
+  std::string table_;
+};
+
+TEST_P(fenced_job_example, writes_under_the_lease_and_a_stale_token_is_refused) {
+  // A value that would break naive quoting, to show nothing is pasted.
+  const std::string value = "it's; DROP TABLE " + table_ + "; -- \\ \"x\"";
+  auto r = sqllock(run_job("report", {}, value), job_env());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::string first = row();
+  const long long first_fence = std::stoll(first.substr(first.find_last_of("\t|") + 1));
+  EXPECT_GT(first_fence, 0);
+  EXPECT_NE(first.find("it's; DROP TABLE"), std::string::npos) << first;
+
+  // The next holder gets a larger token and writes.
+  r = sqllock(run_job("report", {}, "second"), job_env());
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  const std::string second = row();
+  EXPECT_EQ(second.substr(0, 6), "second") << second;
+  EXPECT_GT(std::stoll(second.substr(second.find_first_of("\t|") + 1)), first_fence);
+
+  // A writer still holding the first token (its lease long gone) is refused, and the row keeps the
+  // newer holder's write.
+  process_options stale = job_env();
+  stale.env["SQLLOCK_FENCE"] = std::to_string(first_fence);
+  const auto refused = run_process(job("stale"), stale);
+  EXPECT_EQ(refused.exit_code, 3) << refused.err << refused.out;
+  EXPECT_NE(refused.err.find("refused"), std::string::npos) << refused.err;
+  EXPECT_EQ(row().substr(0, 6), "second");
+}
+
+TEST_P(fenced_job_example, a_holder_that_writes_after_losing_its_lease_is_refused_by_the_database) {
+  // Holder A's job ignores SIGTERM and writes only once told to: by then its lease was released by
+  // force and B has acquired it and written with a newer token. A's late write must not land.
+  std::string a_job;
+  for (const auto& arg : job("from A, too late")) a_job += "'" + arg + "' ";
+  auto a = start(run_args("report", {"--ttl", "5s", "--grace", "20s"},
+                          "trap '' TERM; echo $SQLLOCK_FENCE > " + path("a-fence") + "; while [ ! -f " +
+                              path("proceed") + " ]; do sleep 0.05; done; " + a_job),
+                 job_env());
+  ASSERT_TRUE(wait_for_file(path("a-fence")));
+  EXPECT_EQ(sqllock({"release", "--url", url_, "--name", "report", "--force"}).exit_code, 0);
+  const auto b = sqllock(run_job("report", {"--wait", "10s"}, "from B"), job_env());
+  ASSERT_EQ(b.exit_code, 0) << b.err << b.out;
+  { std::ofstream(path("proceed")) << "go"; }
+  const auto ra = a->wait(30s);
+  EXPECT_EQ(ra.exit_code, 76) << ra.err;
+  EXPECT_NE(ra.err.find("refused"), std::string::npos) << "A's write was refused: " << ra.err;
+  EXPECT_EQ(row().substr(0, 6), "from B");
+}
+
+INSTANTIATE_TEST_SUITE_P(dialects, fenced_job_example, ::testing::Values("postgresql", "mysql"));
+
+}  // namespace

@@ -86,7 +86,8 @@ void wait_queues::wake(const std::string& name) noexcept {
   } catch (...) {
   }
   std::lock_guard lk(mu_);
-  for (const std::string* key : {&name, semaphore ? &*semaphore : nullptr}) {
+  const std::string* const keys[] = {&name, semaphore ? &*semaphore : nullptr};
+  for (const std::string* key : keys) {
     if (!key) continue;
     auto it = queues_.find(*key);
     if (it == queues_.end()) continue;

@@ -31,7 +31,7 @@ TEST(Semaphore, TenWorkersNeverSeeMoreThanThreePermitsInside) {
           int seen = max_inside.load();
           while (now > seen && !max_inside.compare_exchange_weak(seen, now)) {
           }
-          std::this_thread::sleep_for(2ms);
+          std::this_thread::sleep_for(15ms);  // long enough that the permits are all taken most of the time
           --inside;
           g.release();
           ++done;

@@ -52,6 +52,8 @@ struct run_options {
   std::chrono::milliseconds wait{0};
   std::chrono::milliseconds grace{10000};
   std::optional<std::string> holder;
+  /// `--permits N`: NAME is a counting semaphore of N permits; take one of them.
+  std::optional<int> permits;
   std::vector<std::string> command;
 };
 

@@ -57,6 +57,8 @@ struct run_options {
   /// --min-hold: a release earlier than this after the acquisition leaves the lock held until then.
   std::chrono::milliseconds min_hold{0};
   std::optional<std::string> holder;
+  /// `--permits N`: NAME is a counting semaphore of N permits; take one of them.
+  std::optional<int> permits;
   std::vector<std::string> command;
 };
 

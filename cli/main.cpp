@@ -230,6 +230,11 @@ int main_impl(int argc, char** argv) {
       "scheduled on several machines runs once)");
   CLI::Option* holder_opt =
       run_cmd->add_option("--holder", holder_text, "holder id to store (default host:pid:random)");
+  int permits_value = 0;
+  CLI::Option* permits_opt = run_cmd->add_option(
+      "--permits", permits_value,
+      "NAME is a counting semaphore of N permits (1..10000, fixed at the name's first use): take one of them; "
+      "CMD gets SQLLOCK_PERMIT (the slot) and SQLLOCK_FENCE (the slot's token)");
   // As in flock(1): every argument from CMD on is CMD's, even ones that look like our flags, so
   // `sqllock run --name job ls -la` runs `ls -la`; `--` before CMD still works.
   run_cmd->add_option("command", run.command, "CMD ARGS...: the command to run; every argument after CMD is CMD's")
@@ -321,6 +326,7 @@ int main_impl(int argc, char** argv) {
       return exit_code::usage;
     }
     if (*holder_opt) run.holder = holder_text;
+    if (*permits_opt) run.permits = permits_value;
     return run_run(common, run);
   }
   return exit_code::usage;  // unreachable: require_subcommand(1, 1)

@@ -209,11 +209,15 @@ std::vector<std::string> child_environment(const sqllock::lease_guard& guard) {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
-    if (entry.starts_with("SQLLOCK_FENCE=") || entry.starts_with("SQLLOCK_HOLDER=")) continue;
+    if (entry.starts_with("SQLLOCK_FENCE=") || entry.starts_with("SQLLOCK_HOLDER=") ||
+        entry.starts_with("SQLLOCK_PERMIT=")) {
+      continue;
+    }
     env.emplace_back(entry);
   }
   env.push_back("SQLLOCK_FENCE=" + std::to_string(guard.fencing_token()));
   env.push_back("SQLLOCK_HOLDER=" + guard.holder_id());
+  if (guard.permit() >= 0) env.push_back("SQLLOCK_PERMIT=" + std::to_string(guard.permit()));
   return env;
 }
 
@@ -341,14 +345,23 @@ int run_run(const common_options& common, const run_options& options) {
         }
       } stopper{watcher};
       try {
-        guard.emplace(client.acquire_for(options.name, options.wait, lease, cancel.get_token()));
+        guard.emplace(options.permits
+                          ? client.acquire_permit_for(options.name, *options.permits, options.wait, lease,
+                                                      cancel.get_token())
+                          : client.acquire_for(options.name, options.wait, lease, cancel.get_token()));
       } catch (const sqllock::acquire_timeout& e) {
         std::string who = e.holder().empty() ? std::string("an unknown holder") : "'" + printable(e.holder()) + "'";
-        const std::string held = "held by " + who + " for another " + human_duration(e.time_left());
+        const std::string what = options.permits ? "all " + std::to_string(*options.permits) + " permits of semaphore '" +
+                                                       printable(options.name) + "'"
+                                                 : "lock '" + printable(options.name) + "'";
+        const std::string held = options.permits
+                                     ? "the soonest to end held by " + who + " for another " + human_duration(e.time_left())
+                                     : "held by " + who + " for another " + human_duration(e.time_left());
         print_error(options.wait.count() == 0
-                        ? "lock '" + printable(options.name) + "' is busy: " + held + " (--wait 0s)"
-                        : "lock '" + printable(options.name) + "' not acquired within " + human_duration(options.wait) +
-                              ": " + held);
+                        ? what + (options.permits ? " are busy: " : " is busy: ") + held + " (--wait 0s)"
+                        : (options.permits ? "no permit of semaphore '" + printable(options.name) + "'"
+                                           : "lock '" + printable(options.name) + "'") +
+                              " acquired within " + human_duration(options.wait) + ": " + held);
         return exit_code::not_acquired;
       } catch (const sqllock::cancelled&) {
         const int signo = pending_signal.load();
@@ -367,7 +380,10 @@ int run_run(const common_options& common, const run_options& options) {
       print_error("interrupted (" + std::string(::strsignal(signo)) + ") before starting the command");
       return 128 + signo;
     }
-    if (common.verbosity >= 1) {
+    if (common.verbosity >= 1 && guard->permit() >= 0) {
+      print_error("acquired permit " + std::to_string(guard->permit()) + " of '" + printable(options.name) + "' as '" +
+                  printable(guard->holder_id()) + "', fence " + std::to_string(guard->fencing_token()));
+    } else if (common.verbosity >= 1) {
       print_error("acquired '" + printable(options.name) + "' as '" + printable(guard->holder_id()) + "', fence " +
                   std::to_string(guard->fencing_token()));
     }

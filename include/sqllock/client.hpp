@@ -121,7 +121,12 @@ class lease_guard {
   lease_guard& operator=(const lease_guard&) = delete;
   ~lease_guard();
 
+  /// The lock's name; for a semaphore permit, the semaphore's name (see permit()).
   const std::string& name() const;
+  /// For a semaphore permit (client::acquire_permit), its slot: 0 to permits - 1; -1 for a lock.
+  /// fencing_token() then grows strictly per (semaphore, slot): a resource that keeps the highest
+  /// token seen per slot rejects a stale holder of that permit.
+  int permit() const;
   /// The holder's label (client_options::holder_id), as `status` shows it.
   const std::string& holder_id() const;
   /// Strictly greater than every earlier acquisition's token of this name; kept when reentrant.
@@ -194,6 +199,29 @@ class client {
                           std::stop_token stop = {});
   /// Wait until acquired; throws cancelled when `stop` is requested.
   lease_guard acquire(std::string_view name, const lease_options& options = {}, std::stop_token stop = {});
+
+  /// Counting semaphores (Curator InterProcessSemaphoreV2, Redisson RPermitExpirableSemaphore):
+  /// at most `permits` holders of semaphore `name` at once. Each permit is a lease of its own, exactly
+  /// like a lock's: expiry on the database clock, the watchdog, loss reporting (lost(), on_lost;
+  /// on_lost receives the permit's lock-row name), release(), and its own fencing token, which
+  /// strictly grows per permit slot (lease_guard::permit()), also across restarts. A permit of a
+  /// holder that dies expires after its TTL and is free again. Permit k of `name` is stored as a
+  /// lock row under a name longer than 255 bytes that no lock name can collide with.
+  ///
+  /// `permits` (1 to 10000) is stored with the name at its first use (schema version 3); asking
+  /// with another number throws invalid_argument naming both numbers and changes nothing. Each call
+  /// takes a new permit: a client never re-enters a permit it holds (hold_count() is always 1).
+  /// Timeouts, stop tokens and results are as for try_acquire / try_acquire_for / acquire_for /
+  /// acquire; a waiting acquire polls the permits with the client's back-off (poll_min..poll_max),
+  /// and is woken at once when this client releases a permit of the name.
+  std::optional<lease_guard> try_acquire_permit(std::string_view name, int permits, const lease_options& options = {});
+  std::optional<lease_guard> try_acquire_permit_for(std::string_view name, int permits, std::chrono::milliseconds timeout,
+                                                    const lease_options& options = {});
+  /// Throws acquire_timeout (naming the semaphore and the holder of the permit that ends soonest).
+  lease_guard acquire_permit_for(std::string_view name, int permits, std::chrono::milliseconds timeout,
+                                 const lease_options& options = {}, std::stop_token stop = {});
+  lease_guard acquire_permit(std::string_view name, int permits, const lease_options& options = {},
+                             std::stop_token stop = {});
 
   /// The lock row of `name` if it is held (live or expired-but-not-released). When this client holds
   /// it, hold_count is this client's count of holds.

@@ -6,7 +6,7 @@
 -- The join reaches each row through the primary key.
 UPDATE {{locks}} AS l
 JOIN JSON_TABLE(?, '$[*]' COLUMNS (
-       n VARCHAR(510) PATH '$.n',
+       n VARCHAR(1022) PATH '$.n',
        o VARCHAR(160) PATH '$.o',
        t BIGINT PATH '$.t',
        us BIGINT PATH '$.us')) AS r

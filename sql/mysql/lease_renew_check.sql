@@ -3,7 +3,7 @@
 SELECT r.i
 FROM JSON_TABLE(?, '$[*]' COLUMNS (
        i BIGINT PATH '$.i',
-       n VARCHAR(510) PATH '$.n',
+       n VARCHAR(1022) PATH '$.n',
        o VARCHAR(160) PATH '$.o',
        t BIGINT PATH '$.t')) AS r
 JOIN {{locks}} AS l ON l.name = UNHEX(r.n) AND l.owner = UNHEX(r.o) AND l.token = r.t

@@ -150,6 +150,9 @@ class backend {
   virtual std::optional<lock_info> inspect(const std::string& name) = 0;
   /// Every lock with a live lease, ordered by name.
   virtual std::vector<lock_info> list_locks() = 0;
+  /// The number of permits stored for semaphore `name` (schema version 3): stores `permits` when the
+  /// name has none yet (first use), and returns what is stored either way (two short statements).
+  virtual int semaphore_permits(const std::string& name, int permits) = 0;
 
   // Transactions.
   virtual std::unique_ptr<session> begin(const transaction_options& options) = 0;
@@ -181,7 +184,7 @@ class backend {
 };
 
 /// The schema version this library needs (migrations/<dialect>/0001_... up to this).
-inline constexpr int required_schema_version = 2;
+inline constexpr int required_schema_version = 3;
 
 /// Longest wait for the answer to any lease statement (a hung server or a partition) when nothing
 /// shorter applies.
@@ -193,7 +196,8 @@ std::string_view dialect_name(sqllock::dialect d) noexcept;
 /// Send a message to the client's log callback, if any (never throws).
 void log_message(const client_options& options, log_level level, std::string_view message) noexcept;
 
-/// Substitute `{{locks}}` and `{{locks_schema}}` in an embedded statement with the quoted
+/// Substitute `{{locks}}`, `{{locks_schema}}`, `{{locks_semaphores}}` (and, for migrations, `{{locks_rebuild}}`,
+/// `{{locks_bare}}`: the unqualified table name) in an embedded statement with the quoted
 /// identifiers derived from the validated table name.
 std::string render_sql(std::string_view sql_template, std::string_view table, sqllock::dialect d);
 

@@ -44,7 +44,11 @@ const detail::lease_state& checked(const std::shared_ptr<detail::lease_state>& s
 }
 }  // namespace
 
-const std::string& lease_guard::name() const { return checked(state_).acq->ref.name; }
+const std::string& lease_guard::name() const {
+  const auto& s = checked(state_);
+  return s.permit >= 0 ? s.semaphore : s.acq->ref.name;
+}
+int lease_guard::permit() const { return checked(state_).permit; }
 const std::string& lease_guard::holder_id() const { return checked(state_).acq->holder; }
 std::int64_t lease_guard::fencing_token() const { return checked(state_).acq->ref.token; }
 std::int64_t lease_guard::hold_count() const { return checked(state_).hold_count; }
@@ -119,6 +123,31 @@ lease_guard client::acquire_for(std::string_view name, milliseconds timeout, con
 
 lease_guard client::acquire(std::string_view name, const lease_options& options, std::stop_token stop) {
   return lease_guard(live(engine_).acquire(name, options, std::nullopt, std::move(stop), true));
+}
+
+std::optional<lease_guard> client::try_acquire_permit(std::string_view name, int permits, const lease_options& options) {
+  auto s = live(engine_).acquire_permit(name, permits, options, milliseconds(0), {}, false);
+  if (!s) return std::nullopt;
+  return lease_guard(std::move(s));
+}
+
+std::optional<lease_guard> client::try_acquire_permit_for(std::string_view name, int permits, milliseconds timeout,
+                                                          const lease_options& options) {
+  if (timeout.count() < 0) throw invalid_argument("try_acquire_permit_for: negative timeout");
+  auto s = live(engine_).acquire_permit(name, permits, options, timeout, {}, false);
+  if (!s) return std::nullopt;
+  return lease_guard(std::move(s));
+}
+
+lease_guard client::acquire_permit_for(std::string_view name, int permits, milliseconds timeout,
+                                       const lease_options& options, std::stop_token stop) {
+  if (timeout.count() < 0) throw invalid_argument("acquire_permit_for: negative timeout");
+  return lease_guard(live(engine_).acquire_permit(name, permits, options, timeout, std::move(stop), true));
+}
+
+lease_guard client::acquire_permit(std::string_view name, int permits, const lease_options& options,
+                                   std::stop_token stop) {
+  return lease_guard(live(engine_).acquire_permit(name, permits, options, std::nullopt, std::move(stop), true));
 }
 
 std::optional<lock_info> client::inspect(std::string_view name) { return live(engine_).inspect(std::string(name)); }

@@ -38,6 +38,13 @@ std::vector<embedded_migration> embedded_migrations(std::string_view dialect_nam
 std::string render_sql(std::string_view sql_template, std::string_view table, dialect d) {
   const std::string locks = quote_identifier(table, d);
   const std::string schema_table = quote_identifier(std::string(table) + "_schema", d);
+  // Migration 0003: the semaphore table, and (SQLite) the lock table's rebuild under a temporary
+  // name that is then renamed to the table's own, unqualified name.
+  const std::string semaphores_table = quote_identifier(std::string(table) + "_semaphores", d);
+  const std::string rebuild_table = quote_identifier(std::string(table) + "_rebuild", d);
+  const auto dot = table.find('.');
+  const std::string bare_table =
+      quote_identifier(dot == std::string_view::npos ? table : table.substr(dot + 1), d);
   std::string out;
   out.reserve(sql_template.size() + 64);
   std::size_t pos = 0;
@@ -55,6 +62,12 @@ std::string render_sql(std::string_view sql_template, std::string_view table, di
       out += locks;
     } else if (key == "locks_schema") {
       out += schema_table;
+    } else if (key == "locks_semaphores") {
+      out += semaphores_table;
+    } else if (key == "locks_rebuild") {
+      out += rebuild_table;
+    } else if (key == "locks_bare") {
+      out += bare_table;
     } else {
       throw std::logic_error("sqllock: unknown SQL placeholder {{" + std::string(key) + "}}");
     }

@@ -117,6 +117,12 @@ std::optional<milliseconds> lease_book::held_elsewhere_here(const std::string& n
   return std::chrono::duration_cast<milliseconds>(until - now);
 }
 
+bool lease_book::holds_name(const std::string& name) const {
+  std::lock_guard lk(mu_);
+  auto it = by_name_.find(name);
+  return it != by_name_.end() && !it->second->lost.load();
+}
+
 void lease_book::forget_locked(acquisition& a) {
   live_.erase(a.id);
   auto it = by_scope_.find({a.ref.name, a.scope});

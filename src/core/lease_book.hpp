@@ -65,6 +65,9 @@ struct lease_state {
   lease_options options;
   steady::time_point started;   ///< when this hold was taken (for max_hold)
   std::int64_t hold_count = 1;  ///< holds of the acquisition right after this one was taken
+  /// A semaphore permit: the semaphore's name and the permit's slot (0-based); -1 for a lock.
+  std::string semaphore;
+  int permit = -1;
   std::atomic<bool> finished{false};
 };
 
@@ -98,6 +101,10 @@ class lease_book {
   /// of `name`: the database would refuse, so the caller answers "not acquired" without a
   /// statement. Returns the time left by this process's clock.
   std::optional<std::chrono::milliseconds> held_elsewhere_here(const std::string& name, steady::time_point now) const;
+
+  /// This client (any scope) has an acquisition of `name` that is neither released nor lost: a
+  /// semaphore's acquire skips that permit instead of re-entering it.
+  bool holds_name(const std::string& name) const;
 
   /// Record a new acquisition (the acquire statement started at `started`) and its first hold.
   std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,

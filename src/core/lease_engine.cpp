@@ -1,6 +1,8 @@
 // The lease engine: acquire with re-entry and FIFO waiting, release, renew, inspect, force release.
 #include "core/lease_engine.hpp"
 
+#include "core/permit_name.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -246,6 +248,171 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
                                        options_.poll_max, uniform(rng));
     ticket.sleep(stop, std::min(deadline, steady::now() + pause), events_before);
     if (ticket.events() != events_before) backoff.polls = 0;  // something was released: start over
+  }
+}
+
+std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_view, int permits,
+                                                          const lease_options& options,
+                                                          std::optional<milliseconds> timeout, std::stop_token stop,
+                                                          bool throw_on_timeout) {
+  validate_lock_name(name_view);
+  validate_ttl(options.ttl);
+  if (permits < 1 || permits > max_semaphore_permits) {
+    throw invalid_argument("semaphore '" + std::string(name_view) + "': permits must be 1 to " +
+                           std::to_string(max_semaphore_permits) + ", not " + std::to_string(permits));
+  }
+  if (options.max_hold.count() < 0 || options.min_hold.count() < 0) {
+    throw invalid_argument("lease_options: max_hold and min_hold must not be negative");
+  }
+  if (timeout && timeout->count() < 0) throw invalid_argument("acquire_permit: negative timeout");
+  const std::string name(name_view);
+  if (stop.stop_requested()) throw cancelled("acquire of a permit of semaphore '" + name + "' cancelled before it started");
+  const auto start = steady::now();
+  const auto deadline = start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
+  const bool bounded = timeout.has_value() && timeout->count() > 0;
+  const bool waits = !timeout || timeout->count() > 0;
+
+  // The permit count is stored with the name at its first use; a different count changes nothing.
+  {
+    int stored = 0;
+    {
+      std::lock_guard lk(semaphores_mu_);
+      if (auto it = semaphores_.find(name); it != semaphores_.end()) stored = it->second;
+    }
+    if (stored == 0) {
+      stored = db_->semaphore_permits(name, permits);
+      if (stored == 0) {
+        throw schema_missing("semaphore '" + name + "' has no stored permit count (a read-only client cannot store it)",
+                             std::string(db_->kind()), "", "semaphore_permits");
+      }
+      if (stored == permits) {
+        std::lock_guard lk(semaphores_mu_);
+        semaphores_[name] = stored;
+      }
+    }
+    if (stored != permits) {
+      throw invalid_argument("semaphore '" + name + "' has " + std::to_string(stored) + " permits; asked with " +
+                             std::to_string(permits) + " (the number of permits is fixed at the name's first use)");
+    }
+  }
+
+  const std::uint64_t scope = options_.scope == holder_scope::per_thread ? thread_number() : 0;
+  auto self = shared_from_this();
+  const std::string owner = next_owner();
+  acquire_outcome last;  // the last refusal seen (a holder and its time left)
+  std::exception_ptr last_error;
+  steady::time_point last_error_at{};
+  // Permits whose acquire got no answer: each may have been taken under this call's owner id, and
+  // is freed (by owner id) unless it is the one this call returns.
+  std::vector<std::pair<std::string, steady::time_point>> unknown;
+  std::string acquired_row;
+  struct abandon_guard {
+    lease_engine& e;
+    const std::vector<std::pair<std::string, steady::time_point>>& unknown;
+    const std::string& acquired_row;
+    const std::string& owner;
+    const lease_options& options;
+    ~abandon_guard() {
+      bool any = false;
+      for (const auto& [row, at] : unknown) {
+        if (row == acquired_row) continue;
+        try {
+          e.outbox_.add({{row, owner, 0}, milliseconds(0), {}}, at + options.ttl + milliseconds(1000));
+          any = true;
+        } catch (...) {
+        }
+      }
+      if (any) e.renewer_->poke();
+    }
+  } abandon{*this, unknown, acquired_row, owner, options};
+
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  // One pass over the permits from a random slot (spreads contention); nullptr when all are taken.
+  auto scan = [&]() -> std::shared_ptr<lease_state> {
+    const int first = static_cast<int>(std::uniform_int_distribution<int>(0, permits - 1)(rng));
+    last = {};
+    for (int i = 0; i < permits; ++i) {
+      const int slot = (first + i) % permits;
+      const std::string row = permit_row_name(name, slot);
+      if (book_.holds_name(row)) continue;  // a permit of this client: never re-entered
+      if (outbox_.has(row)) {
+        const auto now = steady::now();
+        for (const auto& n : outbox_.flush(*db_, lane::caller, now, row, statement_deadline(now, options.ttl, bounded, deadline))) {
+          queues_.wake(n);
+        }
+      }
+      const auto t0 = steady::now();
+      acquire_request req{row, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
+      acquire_outcome got;
+      try {
+        got = db_->acquire(req);
+      } catch (const connection_lost&) {
+        unknown.emplace_back(row, t0);
+        throw;
+      }
+      last_error = nullptr;
+      if (!got.acquired) {
+        if (!got.holder.empty() && (last.holder.empty() || got.time_left < last.time_left)) last = got;
+        continue;
+      }
+      auto h = book_.add({row, owner, got.token}, label_, scope, t0, options, self);
+      h->semaphore = name;
+      h->permit = slot;
+      acquired_row = row;
+      const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
+      renewer_->schedule(renew_at, deadline_at);
+      if (options_.log) {
+        log_message(options_, log_level::debug,
+                    "acquired permit " + std::to_string(slot) + " of semaphore '" + name + "' (token " +
+                        std::to_string(got.token) + ")");
+      }
+      return h;
+    }
+    return nullptr;
+  };
+  auto try_once = [&]() -> std::shared_ptr<lease_state> {
+    try {
+      return scan();
+    } catch (const connection_lost& e) {
+      if (!waits) throw;
+      last_error = std::current_exception();
+      last_error_at = steady::now();
+      log_message(options_, log_level::info, "acquire of a permit of '" + name + "' will be retried: " + e.what());
+      return nullptr;
+    }
+  };
+  auto give_up = [&]() -> std::shared_ptr<lease_state> {
+    if (last_error && last_error_at < deadline) std::rethrow_exception(last_error);
+    if (!throw_on_timeout) return nullptr;
+    std::string msg = "no permit of semaphore '" + name + "' (" + std::to_string(permits) + " permits) acquired within " +
+                      format_ms(timeout.value_or(milliseconds(0)));
+    if (!last.holder.empty()) {
+      msg += ": all held, the soonest to end by " + last.holder + ", " + format_ms(last.time_left) + " left on its lease";
+    }
+    throw acquire_timeout(msg, name, last.holder, last.time_left);
+  };
+
+  const std::string key = permit_queue_key(name);
+  if (!queues_.has_waiters(key) || !waits) {
+    if (auto h = try_once()) return h;
+    if (!waits || steady::now() >= deadline) return give_up();
+  }
+  // Waiting: FIFO among this client's waiters for the semaphore; the head polls the permits with
+  // back-off (never past the soonest lease end it saw) and is woken at once when this client frees
+  // a permit. Other clients' releases are found by polling.
+  wait_queues::ticket ticket(queues_, key);
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  backoff_state backoff;
+  for (;;) {
+    if (!ticket.wait_until_head(stop, deadline)) return give_up();
+    const auto events_before = ticket.events();
+    if (auto h = try_once()) return h;
+    if (steady::now() >= deadline) return give_up();
+    const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
+    const auto pause = next_poll_delay(backoff, holder_known, last.time_left, false, options_.poll_min,
+                                       options_.poll_max, uniform(rng));
+    ticket.sleep(stop, std::min(deadline, steady::now() + pause), events_before);
+    if (ticket.events() != events_before) backoff.polls = 0;
   }
 }
 

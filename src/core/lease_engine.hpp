@@ -3,6 +3,8 @@
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <stop_token>
@@ -38,6 +40,15 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   std::shared_ptr<lease_state> acquire(std::string_view name, const lease_options& options,
                                        std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
                                        bool throw_on_timeout);
+  /// Acquire one of the `permits` permits of semaphore `name` (a counting semaphore): each permit is
+  /// a lease of its own (a lock row under permit_row_name(name, slot)), tried from a random slot
+  /// on; never re-enters a permit this client holds. `permits` must match the number stored with
+  /// the name at its first use (invalid_argument naming both otherwise, before anything changes).
+  /// Waits like acquire(): the head of this client's queue for the semaphore polls with back-off,
+  /// woken at once by a local release of any permit. nullptr when not acquired and !throw_on_timeout.
+  std::shared_ptr<lease_state> acquire_permit(std::string_view name, int permits, const lease_options& options,
+                                              std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
+                                              bool throw_on_timeout);
   /// Drop a hold; the last hold of an acquisition releases it in the database. A no-op when the
   /// hold is already finished. Throws lease_lost when the owner check fails.
   void release(lease_state& hold);
@@ -64,6 +75,10 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   std::string label_;
   std::string nonce_;
   std::atomic<std::uint64_t> owner_seq_{0};
+
+  /// Semaphore names whose stored permit count this client has checked (name -> permits).
+  std::mutex semaphores_mu_;
+  std::map<std::string, int> semaphores_;
 
   lease_book book_;
   release_outbox outbox_;

@@ -1,6 +1,8 @@
 // FIFO wait queues per lock name, wake-up events, the back-off function and the watch registry.
 #include "core/wait_queue.hpp"
 
+#include "core/permit_name.hpp"
+
 #include <algorithm>
 
 namespace sqllock::detail {
@@ -78,11 +80,20 @@ bool wait_queues::has_waiters(const std::string& name) const {
 }
 
 void wait_queues::wake(const std::string& name) noexcept {
+  std::optional<std::string> semaphore;  // a freed permit also wakes its semaphore's waiters
+  try {
+    semaphore = permit_queue_of(name);
+  } catch (...) {
+  }
   std::lock_guard lk(mu_);
-  auto it = queues_.find(name);
-  if (it == queues_.end()) return;
-  ++it->second->events;
-  it->second->cv.notify_all();
+  const std::string* const keys[] = {&name, semaphore ? &*semaphore : nullptr};
+  for (const std::string* key : keys) {
+    if (!key) continue;
+    auto it = queues_.find(*key);
+    if (it == queues_.end()) continue;
+    ++it->second->events;
+    it->second->cv.notify_all();
+  }
 }
 
 bool watch_registry::add(const std::string& name) {

@@ -191,6 +191,11 @@ std::optional<lock_info> fake_backend::inspect(const std::string& name) {
   return info(name, it->second);
 }
 
+int fake_backend::semaphore_permits(const std::string& name, int permits) {
+  std::lock_guard lk(db_->mu);
+  return db_->semaphores.try_emplace(name, permits).first->second;
+}
+
 std::vector<lock_info> fake_backend::list_locks() {
   std::lock_guard lk(db_->mu);
   std::vector<lock_info> out;

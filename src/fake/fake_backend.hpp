@@ -24,7 +24,8 @@ struct fake_database {
   };
   std::mutex mu;
   std::map<std::string, row> rows;
-  int schema_version = 2;
+  std::map<std::string, int> semaphores;  ///< semaphore name -> permits
+  int schema_version = required_schema_version;
 };
 
 /// Which statements a switch applies to.
@@ -56,6 +57,7 @@ class fake_backend final : public backend {
   bool force_release(const std::string& name) override;
   std::optional<lock_info> inspect(const std::string& name) override;
   std::vector<lock_info> list_locks() override;
+  int semaphore_permits(const std::string& name, int permits) override;
   std::unique_ptr<session> begin(const transaction_options& options) override;
 
  private:

@@ -50,6 +50,8 @@ struct statement_set {
         force_release(statement_text("lease_force_release", table)),
         inspect(statement_text("lease_inspect", table)),
         list(statement_text("lease_list", table)),
+        semaphore_register(statement_text("semaphore_register", table)),
+        semaphore_permits(statement_text("semaphore_permits", table)),
         wake_take(statement_text("wake_lock_take", table)),
         wake_release(statement_text("wake_lock_release", table)),
         schema_version(statement_text("schema_version", table)),
@@ -59,7 +61,7 @@ struct statement_set {
         migrate_unlock(statement_text("migrate_unlock", table)),
         time_zone(statement_text("session_time_zone", table)) {}
   std::string acquire, acquire_plain, acquire_result, renew, renew_check, release, release_plain, force_release,
-      inspect, list, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
+      inspect, list, semaphore_register, semaphore_permits, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
       migrate_unlock, time_zone;
 };
 
@@ -254,6 +256,20 @@ class mysql_backend final : public backend {
       std::vector<lock_info> out;
       for (const result_row& r : c.query(sql_.list, {}, "lease_list", true)) out.push_back(row_to_info(r));
       return out;
+    });
+  }
+
+  int semaphore_permits(const std::string& name, int permits) override {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> int {
+      if (!options_.read_only) {
+        count_statement();
+        c.execute(sql_.semaphore_register, {name, static_cast<std::int64_t>(permits)}, "semaphore_register", true);
+      }
+      count_statement();
+      result_rows r = c.query(sql_.semaphore_permits, {name}, "semaphore_permits", true);
+      if (r.empty()) return 0;
+      return static_cast<int>(to_int(r[0][0]));
     });
   }
 

@@ -137,6 +137,8 @@ class postgresql_backend final : public backend {
         force_release_(load("lease_force_release", table_)),
         inspect_(load("lease_inspect", table_)),
         list_(load("lease_list", table_)),
+        semaphore_register_(load("semaphore_register", table_)),
+        semaphore_permits_(load("semaphore_permits", table_)),
         schema_tables_(load("schema_tables", table_)),
         schema_version_(load("schema_version", table_)),
         migrate_lock_(load("migrate_lock", table_)),
@@ -287,6 +289,19 @@ class postgresql_backend final : public backend {
     return out;
   }
 
+  int semaphore_permits(const std::string& name, int permits) override {
+    std::lock_guard lock(caller_mutex_);
+    const auto deadline = steady::now() + io_timeout;
+    if (!options_.read_only) {
+      count_statement();
+      caller_.run(semaphore_register_, {name, std::to_string(permits)}, deadline);
+    }
+    count_statement();
+    auto r = caller_.run(semaphore_permits_, {name}, deadline);
+    if (PQntuples(r.get()) == 0) return 0;
+    return static_cast<int>(field_int(r.get(), 0, 0));
+  }
+
   std::unique_ptr<session> begin(const transaction_options& options) override {
     if (options_.read_only) throw invalid_argument("postgresql: transactions need a client that is not read-only");
     std::string sql = "BEGIN";
@@ -351,8 +366,8 @@ class postgresql_backend final : public backend {
   client_options options_;
   conn_target target_;
   std::string table_;
-  statement acquire_, renew_, release_, force_release_, inspect_, list_, schema_tables_, schema_version_, migrate_lock_,
-      migrate_record_;
+  statement acquire_, renew_, release_, force_release_, inspect_, list_, semaphore_register_, semaphore_permits_,
+      schema_tables_, schema_version_, migrate_lock_, migrate_record_;
 
   fifo_mutex caller_mutex_;  // callers take turns on their connection in arrival order
   lane_connection caller_;

@@ -222,6 +222,22 @@ class sqlite_backend final : public backend {
     return out;
   }
 
+  int semaphore_permits(const std::string& name, int permits) override {
+    std::lock_guard lk(caller_mu_);
+    if (!read_only()) {
+      statement_run reg = lease_statement(caller_, "semaphore_register");
+      reg.bind(1, name);
+      reg.bind(2, std::int64_t{permits});
+      count_statement();
+      reg.step();
+    }
+    statement_run run = lease_statement(caller_, "semaphore_permits");
+    run.bind(1, name);
+    count_statement();
+    if (!run.step(true)) return 0;
+    return static_cast<int>(run.int_at(0));
+  }
+
   std::unique_ptr<session> begin(const transaction_options& options) override {
     if (read_only()) throw invalid_argument("sqlite: transactions need a client that is not read-only");
     auto pooled = idle_.take([](db_handle&) { return true; });

@@ -89,5 +89,6 @@ TEST(ApiEdges, ADroppedLockTableIsCreatedAgainByMigrate) {
   auto tx = c.begin();
   tx.execute("DROP TABLE " + table);
   tx.execute("DROP TABLE " + table + "_schema");
+  tx.execute("DROP TABLE " + table + "_semaphores");
   tx.commit();
 }

@@ -1,0 +1,119 @@
+// End-to-end tests of `sqllock run --permits N` (issue 16) on SQLite: N runs side by side, the
+// next one refused (75), the permit count fixed with the name (64 naming both numbers).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "process_runner.hpp"
+
+using namespace std::chrono_literals;
+using namespace cli_test;
+
+namespace {
+
+class cli_semaphore : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char pattern[] = "/tmp/sqllock-cli-sem-XXXXXX";
+    ASSERT_NE(::mkdtemp(pattern), nullptr);
+    dir_ = pattern;
+    url_ = "sqlite:" + dir_ + "/locks.db";
+    const auto r = run_process({cli_path(), "migrate", "--url", url_});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  void TearDown() override {
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  std::vector<std::string> run_args(const std::string& name, const std::string& permits, std::vector<std::string> extra,
+                                    const std::string& script) {
+    std::vector<std::string> args{cli_path(), "run", "--url", url_, "--name", name, "--permits", permits};
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.insert(args.end(), {"--", "/bin/sh", "-c", script});
+    return args;
+  }
+  std::string path(const std::string& f) const { return dir_ + "/" + f; }
+  /// A CMD that writes "$SQLLOCK_PERMIT $SQLLOCK_FENCE" to `out` and waits for the file "go".
+  std::string hold_until_go(const std::string& out) const {
+    return "echo \"$SQLLOCK_PERMIT $SQLLOCK_FENCE\" > " + path(out) + ".tmp && mv " + path(out) + ".tmp " +
+           path(out) + "; while [ ! -f " + path("go") + " ]; do sleep 0.02; done";
+  }
+
+  std::string dir_;
+  std::string url_;
+};
+
+TEST_F(cli_semaphore, two_permits_run_side_by_side_and_a_third_is_refused) {
+  background_process a(run_args("jobs", "2", {}, hold_until_go("a")), {});
+  background_process b(run_args("jobs", "2", {}, hold_until_go("b")), {});
+  ASSERT_TRUE(wait_for_file(path("a")));
+  ASSERT_TRUE(wait_for_file(path("b")));
+  int permit_a = -1, permit_b = -1;
+  long long fence_a = 0, fence_b = 0;
+  std::istringstream(read_file(path("a"))) >> permit_a >> fence_a;
+  std::istringstream(read_file(path("b"))) >> permit_b >> fence_b;
+  EXPECT_EQ((std::set<int>{permit_a, permit_b}), (std::set<int>{0, 1})) << "SQLLOCK_PERMIT of the two runs";
+  EXPECT_GT(fence_a, 0);
+  EXPECT_GT(fence_b, 0);
+
+  const auto third = run_process(run_args("jobs", "2", {"--wait", "0s"}, "echo ran > " + path("c")));
+  EXPECT_EQ(third.exit_code, 75) << third.err;
+  EXPECT_NE(third.err.find("semaphore 'jobs'"), std::string::npos) << third.err;
+  EXPECT_FALSE(file_exists(path("c"))) << "a third CMD ran with two permits held";
+  // A plain lock of the same name is unrelated to the semaphore.
+  const auto plain = run_process({cli_path(), "run", "--url", url_, "--name", "jobs", "--", "/bin/true"});
+  EXPECT_EQ(plain.exit_code, 0) << plain.err;
+
+  std::ofstream(path("go")) << "go";
+  EXPECT_EQ(a.wait().exit_code, 0);
+  EXPECT_EQ(b.wait().exit_code, 0);
+  // Both released: a later run gets a permit, with a greater token of its slot.
+  const auto later = run_process(run_args("jobs", "2", {}, "echo \"$SQLLOCK_PERMIT $SQLLOCK_FENCE\" > " + path("d")));
+  ASSERT_EQ(later.exit_code, 0) << later.err;
+  int permit_d = -1;
+  long long fence_d = 0;
+  std::istringstream(read_file(path("d"))) >> permit_d >> fence_d;
+  EXPECT_GT(fence_d, permit_d == permit_a ? fence_a : fence_b);
+}
+
+TEST_F(cli_semaphore, waiting_for_a_permit_gets_it_when_one_is_freed) {
+  background_process a(run_args("wait", "1", {}, hold_until_go("a")), {});
+  ASSERT_TRUE(wait_for_file(path("a")));
+  background_process b(run_args("wait", "1", {"--wait", "20s"}, "echo ran > " + path("b")), {});
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(file_exists(path("b"))) << "a second CMD ran with the only permit held";
+  std::ofstream(path("go")) << "go";
+  EXPECT_EQ(a.wait().exit_code, 0);
+  EXPECT_EQ(b.wait().exit_code, 0);
+  EXPECT_TRUE(file_exists(path("b")));
+}
+
+TEST_F(cli_semaphore, a_different_permit_count_is_a_usage_error_naming_both) {
+  const auto first = run_process(run_args("fixed", "3", {}, "true"));
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const auto other = run_process(run_args("fixed", "4", {}, "echo ran > " + path("x")));
+  EXPECT_EQ(other.exit_code, 64) << other.err;
+  EXPECT_NE(other.err.find("has 3 permits"), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("asked with 4"), std::string::npos) << other.err;
+  EXPECT_FALSE(file_exists(path("x")));
+  const auto again = run_process(run_args("fixed", "3", {}, "true"));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+}
+
+TEST_F(cli_semaphore, bad_permit_counts_are_usage_errors) {
+  for (const char* bad : {"0", "-1", "10001", "two"}) {
+    const auto r = run_process(run_args("bad", bad, {}, "echo ran > " + path("x")));
+    EXPECT_EQ(r.exit_code, 64) << bad << ": " << r.err;
+  }
+  EXPECT_FALSE(file_exists(path("x")));
+}
+
+}  // namespace

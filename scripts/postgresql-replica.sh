@@ -114,11 +114,9 @@ start() {
   fi
   rm -f "$pwfile"
 
-  local sync_names="''" sync_commit=on
-  if [[ "$mode" == sync ]]; then
-    sync_names="'standby'"
-    sync_commit=remote_apply
-  fi
+  # synchronous_standby_names is set once the standby streams (before, every commit would wait).
+  local sync_commit=on
+  [[ "$mode" == sync ]] && sync_commit=remote_apply
   cat >>"$dir/primary/postgresql.conf" <<EOF
 
 # sqllock replication test cluster (primary; the standby copies this file and overrides the port)
@@ -132,7 +130,6 @@ wal_level = replica
 max_wal_senders = 4
 wal_keep_size = 64MB
 hot_standby = on
-synchronous_standby_names = $sync_names
 synchronous_commit = $sync_commit
 log_min_messages = warning
 log_line_prefix = '%m [%p] %q%u@%d '
@@ -166,6 +163,15 @@ EOF
     sleep 0.1
   done
   [[ -n "$state" ]] || { log_tail; die "the standby did not connect to the primary"; }
+  if [[ "$mode" == sync ]]; then
+    psql_admin "$p1" -c "ALTER SYSTEM SET synchronous_standby_names = 'standby'" -c "SELECT pg_reload_conf()" >/dev/null
+    for i in $(seq 1 100); do
+      state=$(psql_admin "$p1" -At -c "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby'" || true)
+      [[ "$state" == sync ]] && break
+      sleep 0.1
+    done
+    [[ "$state" == sync ]] || { log_tail; die "the standby did not become synchronous"; }
+  fi
 
   cat >"$dir/env.sh" <<EOF
 # Written by $script_path start $dir $mode

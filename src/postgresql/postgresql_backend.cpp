@@ -396,20 +396,16 @@ class postgresql_backend final : public backend {
   /// leases granted in an earlier one are reported lost at their next renewal.
   std::uint64_t identify(PGconn* c, steady::time_point deadline) {
     server_identity id;
+    // One round trip. pg_control_system() is readable by every role on some versions, only by
+    // superusers (or by grant) on others.
     auto r = exec_params_until(c,
                                "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE "
-                               "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END",
+                               "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END, "
+                               "CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE') "
+                               "THEN (SELECT system_identifier::text FROM pg_control_system()) END",
                                {}, "server_identity", deadline);
     id.timeline = field_text(r.get(), 0, 0);
-    if (system_id_readable_) {
-      // Readable by every role on some versions, only by superusers (or by grant) on others.
-      auto s = exec_params_until(c,
-                                 "SELECT CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE') "
-                                 "THEN (SELECT system_identifier::text FROM pg_control_system()) END",
-                                 {}, "server_identity", deadline);
-      id.system_id = field_text(s.get(), 0, 0);
-      if (id.system_id.empty()) system_id_readable_ = false;
-    }
+    id.system_id = field_text(r.get(), 0, 1);
     std::lock_guard g(identity_mutex_);
     if (!identity_) {
       identity_ = id;
@@ -450,10 +446,9 @@ class postgresql_backend final : public backend {
   std::shared_ptr<connection_pool> pool_;
   std::unique_ptr<waker> waker_;
 
-  std::mutex identity_mutex_;  // identity_, generation_, granted_ (system_id_readable_: lanes' own)
+  std::mutex identity_mutex_;  // identity_, generation_, granted_
   std::optional<server_identity> identity_;
   std::uint64_t generation_ = 0;
-  std::atomic<bool> system_id_readable_{true};
   std::unordered_map<std::string, std::uint64_t> granted_;  // owner of a granted lease -> generation
 };
 

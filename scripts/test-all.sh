@@ -6,7 +6,9 @@
 # AddressSanitizer+UBSan (less the fault and fuzz runs, which are long and already sanitized);
 # the conformance suites under ThreadSanitizer; the quick benchmarks, so they never rot. The
 # PgBouncer tests (label pgbouncer) run in the first pass only: they test the protocol through the
-# pooler, which the sanitizer passes already cover directly. Stops the servers also when tests
+# pooler, which the sanitizer passes already cover directly. So do the failover tests (label
+# replication, about 80 s: each starts its own PostgreSQL primary + standby with
+# scripts/postgresql-replica.sh, kills the primary and promotes the standby). Stops the servers also when tests
 # fail, and closes with one "total: N passed, N failed".
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -73,11 +75,11 @@ run "all tests (RelWithDebInfo)" --test-dir "$build/release"
 
 configure asan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety|pgbouncer"
+  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety|pgbouncer|replication"
 
 configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUILD_CLI=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
-  run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" -L "conformance|unit" -LE pgbouncer
+  run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" -L "conformance|unit" -LE "pgbouncer|replication"
 
 echo "=== quick benchmarks (bench/run.sh --quick): ratios to same-run baselines"
 if bash "$root/bench/run.sh" --quick --out "$work/bench"; then

@@ -13,8 +13,19 @@
 -- Durable: where the server's synchronous_commit is off, local or remote_write, this statement's
 -- own transaction commits with 'on' (flushed locally, and by the synchronous standbys if any): a
 -- token lost in a crash or a failover could otherwise be handed out again.
+-- Epoch (failover): a promoted standby runs on a new, larger timeline. The token of a new
+-- acquisition is at least (timeline - 1) << 40, so on timeline T tokens lie in [(T-1)<<40, T<<40)
+-- (fewer than 2^40 acquisitions of one name on one timeline), and the first acquisition after a
+-- promotion jumps past every token the old primary could have issued, even ones the standby never
+-- received. On timeline 1 the floor is 0: tokens go on as token + 1. The timeline is the first 8
+-- hex digits of the current WAL file name (readable by any role, unlike pg_control_checkpoint(),
+-- whose timeline only changes at the first checkpoint after promotion). lease_renew.sql refuses
+-- leases of an earlier timeline.
 -- Columns: acquired, token, holder_id, ms_left.
-WITH durable AS (
+WITH epoch AS (
+  SELECT greatest(1, (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)
+         AS first_token
+), durable AS (
   SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
               THEN set_config('synchronous_commit', 'on', true) END AS sync
 ), prev AS (
@@ -30,14 +41,14 @@ WITH durable AS (
   ) AS candidate
 ), up AS (
   INSERT INTO {{locks}} AS l (name, holder_id, owner, token, hold_count, acquired_at, expires_at)
-  SELECT $1, $2, $3, 1, 1, clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 millisecond'
-  FROM takeover
+  SELECT $1, $2, $3, epoch.first_token, 1, clock_timestamp(), clock_timestamp() + $4::bigint * interval '1 millisecond'
+  FROM takeover CROSS JOIN epoch
   WHERE NOT EXISTS (SELECT 1 FROM prev
                     WHERE prev.holder_id IS NOT NULL AND prev.owner IS DISTINCT FROM $3
                       AND prev.expires_at > clock_timestamp())
   ON CONFLICT (name) DO UPDATE SET
     token = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
-                 THEN l.token ELSE l.token + 1 END,
+                 THEN l.token ELSE greatest(l.token + 1, excluded.token) END,
     acquired_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
                        THEN l.acquired_at ELSE excluded.acquired_at END,
     expires_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at

@@ -3,8 +3,10 @@
 -- has not expired (server clock); it then stays locked FOR KEY SHARE until the transaction ends.
 -- That lock conflicts with the FOR UPDATE strength of a takeover's INSERT ... ON CONFLICT DO UPDATE
 -- (which waits, then sees the row as the guarded transaction left it), and not with the plain
--- UPDATEs of this lease's own renewals and release, which go on.
+-- UPDATEs of this lease's own renewals and release, which go on. A lease of an earlier timeline
+-- (granted before a failover, see lease_acquire.sql) does not pass.
 SELECT 1 FROM {{locks}}
 WHERE name = $1 AND owner = $2 AND token = $3::bigint AND holder_id IS NOT NULL
   AND expires_at > clock_timestamp()
+  AND (token >> 40) >= ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1
 FOR KEY SHARE

@@ -3,8 +3,12 @@
 -- owner and token all match and the lease has not expired (an expired lease may already be
 -- someone else's by the rules of acquire). The expiry is never shortened (a re-entered lease with a
 -- shorter TTL must not cut the outer one). Returns the 1-based index of each match.
--- Durable like lease_acquire.
-WITH durable AS (
+-- Durable like lease_acquire. A lease whose token is of an earlier timeline (token >> 40 below
+-- timeline - 1, see lease_acquire.sql) was granted by a primary before a failover: it is not
+-- renewed (so reported lost), since what that primary granted may not have reached this one.
+WITH epoch AS (
+  SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1 AS current
+), durable AS (
   SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
               THEN set_config('synchronous_commit', 'on', true) END AS sync
 )
@@ -12,7 +16,7 @@ UPDATE {{locks}} AS l
 SET expires_at = greatest(l.expires_at, clock_timestamp() + i.ttl_ms * interval '1 millisecond')
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])
      WITH ORDINALITY AS i(name, owner, token, ttl_ms, idx)
-     CROSS JOIN durable
+     CROSS JOIN durable CROSS JOIN epoch
 WHERE l.name = i.name AND l.owner = i.owner AND l.token = i.token AND l.holder_id IS NOT NULL
-  AND l.expires_at > clock_timestamp()
+  AND l.expires_at > clock_timestamp() AND (l.token >> 40) >= epoch.current
 RETURNING i.idx

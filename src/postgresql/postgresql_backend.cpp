@@ -1,9 +1,11 @@
 // The PostgreSQL backend: lease statements on two lanes (callers, watchdog), LISTEN wake-ups, sessions.
 #include <algorithm>
 #include <cerrno>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "core/fifo_mutex.hpp"
@@ -42,11 +44,30 @@ std::chrono::milliseconds connect_timeout_of(const database_url& url) {
   return std::chrono::milliseconds(10000);
 }
 
+/// The server a connection landed on. A promoted standby keeps the system identifier and runs on a
+/// new timeline; another cluster behind the same address has another system identifier.
+struct server_identity {
+  std::string system_id;  ///< "" when pg_control_system() is not readable by this role
+  std::string timeline;   ///< "" on a standby (read-only clients)
+  bool operator==(const server_identity&) const = default;
+  std::string text() const {
+    return "system identifier " + (system_id.empty() ? std::string("?") : system_id) + ", timeline " +
+           (timeline.empty() ? std::string("?") : timeline);
+  }
+};
+
+/// Called once per new lease connection; returns the server generation it belongs to.
+using identify_fn = std::function<std::uint64_t(PGconn*, steady::time_point)>;
+
 /// One connection for lease statements, with its prepared statements. Not thread-safe: the backend
 /// serializes each lane (callers in FIFO order, the watchdog on its own).
 class lane_connection {
  public:
-  lane_connection(const conn_target& target, const client_options& options) : target_(target), options_(options) {}
+  lane_connection(const conn_target& target, const client_options& options, identify_fn identify)
+      : target_(target), options_(options), identify_(std::move(identify)) {}
+
+  /// The server generation (see postgresql_backend::identify) of the current connection.
+  std::uint64_t generation() const noexcept { return generation_; }
 
   /// Run `s` with text parameters; no answer by `deadline` closes the connection and throws
   /// connection_lost. A serialization failure or deadlock of the one-statement transaction (a
@@ -109,6 +130,12 @@ class lane_connection {
     const bool had = conn_ != nullptr;
     reset();
     conn_ = connect(target_, &options_, time_until(deadline, std::chrono::milliseconds(1)));
+    try {
+      generation_ = identify_(conn_.get(), deadline);
+    } catch (...) {
+      reset();
+      throw;
+    }
     if (had) log_message(options_, log_level::info, "postgresql: lease connection re-established");
     return conn_.get();
   }
@@ -121,7 +148,9 @@ class lane_connection {
  private:
   const conn_target& target_;
   const client_options& options_;
+  identify_fn identify_;
   conn_ptr conn_;
+  std::uint64_t generation_ = 0;
   std::unordered_set<std::string> prepared_;
 };
 
@@ -143,8 +172,8 @@ class postgresql_backend final : public backend {
         schema_version_(load("schema_version", table_)),
         migrate_lock_(load("migrate_lock", table_)),
         migrate_record_(load("migrate_record", table_)),
-        caller_(target_, options_),
-        watchdog_(target_, options_),
+        caller_(target_, options_, [this](PGconn* c, steady::time_point d) { return identify(c, d); }),
+        watchdog_(target_, options_, [this](PGconn* c, steady::time_point d) { return identify(c, d); }),
         pool_(std::make_shared<connection_pool>(
             conn_target{driver_uri(config.url), config.url.redacted(), config.url, connect_timeout_of(config.url)},
             options_)) {
@@ -215,6 +244,8 @@ class postgresql_backend final : public backend {
     if (field_text(r.get(), 0, 0) == "t") {
       out.acquired = true;
       out.token = field_int(r.get(), 0, 1);
+      std::lock_guard g(identity_mutex_);
+      granted_[req.owner] = caller_.generation();
     } else {
       out.holder = field_text(r.get(), 0, 2);
       out.time_left = std::chrono::milliseconds(std::max<std::int64_t>(0, field_int(r.get(), 0, 3)));
@@ -236,11 +267,26 @@ class postgresql_backend final : public backend {
     auto r = watchdog_.run(
         renew_, {array_literal(names), array_literal(owners), array_literal(tokens), array_literal(ttls)}, deadline);
     std::vector<std::size_t> matched;
+    const auto now_generation = watchdog_.generation();
+    std::lock_guard g(identity_mutex_);
     for (int row = 0; row < PQntuples(r.get()); ++row) {
       const auto slot = field_int(r.get(), row, 0) - 1;
-      if (slot >= 0 && static_cast<std::size_t>(slot) < items.size()) matched.push_back(static_cast<std::size_t>(slot));
+      if (slot < 0 || static_cast<std::size_t>(slot) >= items.size()) continue;
+      // Granted by another server than the one renewing it (a failover, or another cluster behind
+      // the same address): not known to be held, whatever this server's row says.
+      const auto it = granted_.find(items[static_cast<std::size_t>(slot)].lease.owner);
+      if (it != granted_.end() && it->second != now_generation) continue;
+      matched.push_back(static_cast<std::size_t>(slot));
     }
     std::sort(matched.begin(), matched.end());
+    // Leases that failed are lost for good: forget them.
+    for (std::size_t i = 0, m = 0; i < items.size(); ++i) {
+      if (m < matched.size() && matched[m] == i) {
+        ++m;
+        continue;
+      }
+      granted_.erase(items[i].lease.owner);
+    }
     return matched;
   }
 
@@ -249,6 +295,10 @@ class postgresql_backend final : public backend {
                        std::to_string(req.min_hold.count()), std::nullopt};
     // The channel to notify when the row is freed; NULL sends no notification.
     if (options_.notifications) params[4] = channel_for(table_, req.lease.name);
+    {
+      std::lock_guard g(identity_mutex_);
+      granted_.erase(req.lease.owner);
+    }
     auto run = [&](lane_connection& l) {
       count_statement();
       auto r = l.run(release_, params, req.deadline);
@@ -356,6 +406,40 @@ class postgresql_backend final : public backend {
     }
   }
 
+  /// Identify the server a new lease connection landed on. The first one seen is generation 0;
+  /// each change (a failover, or another server behind the address) starts a new generation, and
+  /// leases granted in an earlier one are reported lost at their next renewal.
+  std::uint64_t identify(PGconn* c, steady::time_point deadline) {
+    server_identity id;
+    // One round trip. pg_control_system() is readable by every role on some versions, only by
+    // superusers (or by grant) on others.
+    auto r = exec_params_until(c,
+                               "SELECT CASE WHEN pg_is_in_recovery() THEN NULL ELSE "
+                               "('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END, "
+                               "CASE WHEN has_function_privilege('pg_control_system()', 'EXECUTE') "
+                               "THEN (SELECT system_identifier::text FROM pg_control_system()) END",
+                               {}, "server_identity", deadline);
+    id.timeline = field_text(r.get(), 0, 0);
+    id.system_id = field_text(r.get(), 0, 1);
+    std::lock_guard g(identity_mutex_);
+    if (!identity_) {
+      identity_ = id;
+      return generation_;
+    }
+    // A standby's unknown timeline (read-only clients) is no change.
+    const bool same_system = id.system_id.empty() || identity_->system_id.empty() || id.system_id == identity_->system_id;
+    const bool same_timeline = id.timeline.empty() || identity_->timeline.empty() || id.timeline == identity_->timeline;
+    if (!(same_system && same_timeline)) {
+      log_message(options_, log_level::warning,
+                  "postgresql: the lease connection reached another server than before (" + identity_->text() +
+                      " -> " + id.text() + "): a failover; leases granted before are reported lost");
+      ++generation_;
+    }
+    if (!id.system_id.empty()) identity_->system_id = id.system_id;
+    if (!id.timeline.empty()) identity_->timeline = id.timeline;
+    return generation_;
+  }
+
   int schema_version_locked(PGconn* c, steady::time_point deadline) {
     auto t = exec_params_until(c, schema_tables_.sql, {}, schema_tables_.name, deadline);
     if (field_text(t.get(), 0, 0) != "t" || field_text(t.get(), 0, 1) != "t") return 0;
@@ -376,6 +460,11 @@ class postgresql_backend final : public backend {
 
   std::shared_ptr<connection_pool> pool_;
   std::unique_ptr<waker> waker_;
+
+  std::mutex identity_mutex_;  // identity_, generation_, granted_
+  std::optional<server_identity> identity_;
+  std::uint64_t generation_ = 0;
+  std::unordered_map<std::string, std::uint64_t> granted_;  // owner of a granted lease -> generation
 };
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -36,6 +37,7 @@
 #include "supervisor.hpp"
 #include "sqllock/client.hpp"
 #include "sqllock/error.hpp"
+#include "sqllock/multi_lock.hpp"
 #include "sqllock/parse.hpp"
 
 extern char** environ;
@@ -205,15 +207,40 @@ void suspend_with(pid_t child_pgid, int stop_signal) {
   ::kill(-child_pgid, SIGCONT);
 }
 
-std::vector<std::string> child_environment(const sqllock::lease_guard& guard) {
+/// The fencing tokens of the names in the order given (comma-separated when several).
+std::string fence_list(const sqllock::multi_lease_guard& guard, const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(guard.lease(n).fencing_token());
+  }
+  return out;
+}
+
+/// The names as messages show them: 'a' or 'a', 'b'.
+std::string shown_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "'" : ", '") + printable(n) + "'";
+  return out;
+}
+
+/// The earliest local expiry estimate of the set (every lease must still be held).
+steady::time_point valid_until_of(const sqllock::multi_lease_guard& guard) {
+  auto t = steady::time_point::max();
+  for (std::size_t i = 0; i < guard.size(); ++i) t = std::min(t, guard[i].valid_until());
+  return t;
+}
+
+std::vector<std::string> child_environment(const sqllock::multi_lease_guard& guard,
+                                           const std::vector<std::string>& names) {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
     if (entry.starts_with("SQLLOCK_FENCE=") || entry.starts_with("SQLLOCK_HOLDER=")) continue;
     env.emplace_back(entry);
   }
-  env.push_back("SQLLOCK_FENCE=" + std::to_string(guard.fencing_token()));
-  env.push_back("SQLLOCK_HOLDER=" + guard.holder_id());
+  env.push_back("SQLLOCK_FENCE=" + fence_list(guard, names));
+  env.push_back("SQLLOCK_HOLDER=" + guard[0].holder_id());
   return env;
 }
 
@@ -247,12 +274,20 @@ lease_timing lease_timing_for(const run_options& options) {
 
 }  // namespace
 
-int run_run(const common_options& common, const run_options& options) {
+int run_run(const common_options& common, const run_options& run_flags) {
   const std::string url = resolve_url(common.url);
   std::string redacted = "(invalid URL)";
+  run_options options = run_flags;
+  // Duplicates count once; the order given is kept for SQLLOCK_FENCE and messages.
+  options.names.clear();
+  for (const auto& n : run_flags.names) {
+    if (std::find(options.names.begin(), options.names.end(), n) == options.names.end()) options.names.push_back(n);
+  }
+  const std::string shown = shown_names(options.names);
   try {
     redacted = checked_redacted_url(url);
-    sqllock::validate_lock_name(options.name);
+    if (options.names.empty()) throw sqllock::invalid_argument("run: --name is required");
+    for (const auto& n : options.names) sqllock::validate_lock_name(n);
     sqllock::validate_ttl(options.ttl);
     if (options.holder) {
       try {
@@ -304,7 +339,7 @@ int run_run(const common_options& common, const run_options& options) {
     };
 
     // While waiting for the lock, a watcher thread turns SIGINT/SIGTERM into a cancellation.
-    std::optional<sqllock::lease_guard> guard;
+    std::optional<sqllock::multi_lease_guard> guard;
     {
       std::stop_source cancel;
       std::jthread watcher([&](std::stop_token stop) {
@@ -326,19 +361,19 @@ int run_run(const common_options& common, const run_options& options) {
         }
       } stopper{watcher};
       try {
-        guard.emplace(client.acquire_for(options.name, options.wait, lease, cancel.get_token()));
+        guard.emplace(sqllock::acquire_all(client, options.names, options.wait, lease, cancel.get_token()));
       } catch (const sqllock::acquire_timeout& e) {
         std::string who = e.holder().empty() ? std::string("an unknown holder") : "'" + printable(e.holder()) + "'";
         const std::string held = "held by " + who + " for another " + human_duration(e.time_left());
         print_error(options.wait.count() == 0
-                        ? "lock '" + printable(options.name) + "' is busy: " + held + " (--wait 0s)"
-                        : "lock '" + printable(options.name) + "' not acquired within " + human_duration(options.wait) +
+                        ? "lock '" + printable(e.lock_name()) + "' is busy: " + held + " (--wait 0s)"
+                        : "lock '" + printable(e.lock_name()) + "' not acquired within " + human_duration(options.wait) +
                               ": " + held);
         return exit_code::not_acquired;
       } catch (const sqllock::cancelled&) {
         const int signo = pending_signal.load();
-        print_error("interrupted (" + std::string(::strsignal(signo)) + ") while waiting for '" +
-                    printable(options.name) + "'");
+        print_error("interrupted (" + std::string(::strsignal(signo)) + ") while waiting for " +
+                    shown);
         return 128 + signo;
       }
     }
@@ -353,8 +388,8 @@ int run_run(const common_options& common, const run_options& options) {
       return 128 + signo;
     }
     if (common.verbosity >= 1) {
-      print_error("acquired '" + printable(options.name) + "' as '" + printable(guard->holder_id()) + "', fence " +
-                  std::to_string(guard->fencing_token()));
+      print_error("acquired " + shown + " as '" + printable((*guard)[0].holder_id()) + "', fence " +
+                  fence_list(*guard, options.names));
     }
 
     std::fflush(nullptr);
@@ -362,7 +397,7 @@ int run_run(const common_options& common, const run_options& options) {
     const lease_timing timing = lease_timing_for(options);
     supervisor_spec spec;
     spec.command = options.command;
-    spec.environment = child_environment(*guard);
+    spec.environment = child_environment(*guard, options.names);
     spec.inherited_fds.assign(inherited_fds.begin(), inherited_fds.end());
     spec.take_terminal = take_terminal;
     spec.default_in_command = handled;
@@ -370,7 +405,7 @@ int run_run(const common_options& common, const run_options& options) {
     spec.grace = timing.grace;
     spec.kill_margin = timing.kill_margin;
     spec.term_lead = timing.term_lead;
-    spec.valid_until = guard->valid_until();
+    spec.valid_until = valid_until_of(*guard);
     supervisor child(spec);
     if (child.exec_errno() != 0) {
       child.wait();
@@ -394,21 +429,21 @@ int run_run(const common_options& common, const run_options& options) {
     steady::time_point kill_at{};
     for (;;) {
       const auto now = steady::now();
-      const auto valid_until = guard->valid_until();
+      const auto valid_until = valid_until_of(*guard);
       child.publish_valid_until(valid_until);
       const auto term_at = valid_until - timing.kill_margin - timing.term_lead;
       if (!stop_sent && (lost.load() || now >= term_at)) {
-        const std::string fence = std::to_string(guard->fencing_token());
+        const std::string fence = fence_list(*guard, options.names);
         if (lost.load() && now < valid_until - timing.kill_margin) {
           // Taken over or released by force: the lease is gone already; CMD gets the full grace.
           kill_at = now + options.grace;
-          print_error("lease on '" + printable(options.name) + "' (fence " + fence +
+          print_error("lease on " + shown + " (fence " + fence +
                       ") was lost: sending SIGTERM to the command, SIGKILL in " + human_duration(options.grace));
         } else {
           // Not renewed in time: everything must be gone kill_margin before the lease can expire.
           kill_at = std::min(now + options.grace, valid_until - timing.kill_margin);
           const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now);
-          print_error("lease on '" + printable(options.name) + "' (fence " + fence +
+          print_error("lease on " + shown + " (fence " + fence +
                       ") was not renewed in time and may expire: sending SIGTERM to the command, SIGKILL in " +
                       human_duration(std::max(left, std::chrono::milliseconds(0))));
         }
@@ -455,8 +490,8 @@ int run_run(const common_options& common, const run_options& options) {
       // outside its group may still run, and nobody can reach it now. So the lock is not
       // released: it expires at its TTL, as a dead holder's would, and no next holder overlaps.
       print_error("the command's supervisor ended unexpectedly (wait status " + std::to_string(supervisor_status) +
-                  "); the command was killed; lock '" + printable(options.name) +
-                  "' is left to expire at its TTL, since processes the command started may outlive it");
+                  "); the command was killed; lock " + shown +
+                  " is left to expire at its TTL, since processes the command started may outlive it");
       std::fflush(nullptr);
       ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)
     }
@@ -467,7 +502,7 @@ int run_run(const common_options& common, const run_options& options) {
       } catch (const sqllock::error&) {
         // Expected: the owner check refuses a lost lease.
       }
-      print_error("lease on '" + printable(options.name) + "' was lost while the command ran (exit " +
+      print_error("lease on " + shown + " was lost while the command ran (exit " +
                   std::to_string(exit_code::lease_lost) + ")");
       return exit_code::lease_lost;
     }
@@ -475,15 +510,15 @@ int run_run(const common_options& common, const run_options& options) {
     try {
       guard->release();
     } catch (const sqllock::lease_lost& e) {
-      print_error("lease on '" + printable(options.name) +
-                  "' was found lost at release; the command may have run unprotected: " + e.what());
+      print_error("lease on " + shown +
+                  " was found lost at release; the command may have run unprotected: " + e.what());
       return exit_code::lease_lost;
     } catch (const sqllock::not_holder& e) {
-      print_error("lease on '" + printable(options.name) +
-                  "' was found lost at release; the command may have run unprotected: " + e.what());
+      print_error("lease on " + shown +
+                  " was found lost at release; the command may have run unprotected: " + e.what());
       return exit_code::lease_lost;
     } catch (const sqllock::error& e) {
-      print_error("warning: release of '" + printable(options.name) + "' failed (" + e.what() +
+      print_error("warning: release of " + shown + " failed (" + e.what() +
                   "); it expires by its TTL");
     }
     return cmd_code;

@@ -139,7 +139,7 @@ TEST(MultiLock, OppositeOrdersNeverDeadlock) {
   auto worker = [&](sqllock::client& c, const std::vector<std::string>& set) {
     for (int i = 0; i < rounds; ++i) {
       try {
-        auto g = sqllock::acquire_all(c, set, 20s, {.ttl = 10s});
+        auto g = sqllock::acquire_all(c, set, 5s, {.ttl = 10s});  // a deadlock would time out
         if (inside.fetch_add(1) != 0) overlap = true;
         std::this_thread::sleep_for(1ms);
         inside.fetch_sub(1);

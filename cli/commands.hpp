@@ -47,7 +47,9 @@ struct migrate_options {
 };
 
 struct run_options {
-  std::string name;
+  /// --name, repeatable: one name is a plain lease lock, several a multi-lock (all or nothing,
+  /// taken in sorted order within one --wait); duplicates count once, kept in the order given.
+  std::vector<std::string> names;
   std::chrono::milliseconds ttl{30000};
   std::chrono::milliseconds wait{0};
   std::chrono::milliseconds grace{10000};

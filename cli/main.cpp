@@ -1,4 +1,4 @@
-// The `sqllock` command: argument parsing and dispatch to migrate, run, status and release.
+// The `sqllock` command: argument parsing and dispatch to migrate, run, leader, status and release.
 //
 // Parsing uses CLI11: it is packaged in Debian (libcli11-dev) and header-only, so it adds no
 // runtime dependency, and it has what this command needs out of the box: subcommands with their
@@ -215,7 +215,13 @@ int main_impl(int argc, char** argv) {
                          "acquire NAME, run CMD with the lease renewed, release when CMD ends; exits with "
                          "CMD's code (75 not acquired, 76 lease lost, 64 usage, 69 database)");
   add_common(run_cmd);
-  run_cmd->add_option("--name", run.name, "lock name (1..255 bytes of UTF-8)")->required();
+  run_cmd
+      ->add_option("--name", run.names,
+                   "lock name (1..255 bytes of UTF-8); repeat it to take several names all or nothing (a "
+                   "multi-lock, in sorted order within one --wait); SQLLOCK_FENCE then lists their fencing tokens, "
+                   "comma-separated, in the order the names were given")
+      ->required()
+      ->allow_extra_args(false);
   run_cmd->add_option("--ttl", ttl_text, "lease duration, renewed at about a third of it")->capture_default_str();
   run_cmd->add_option("--wait", wait_text, "how long to wait for the lock (0s: one try)")->capture_default_str();
   run_cmd->add_option("--grace", grace_text, "after a lost lease: time between SIGTERM and SIGKILL to CMD")
@@ -240,6 +246,30 @@ int main_impl(int argc, char** argv) {
   run_cmd->add_option("command", run.command, "CMD ARGS...: the command to run; every argument after CMD is CMD's")
       ->required();
   run_cmd->positionals_at_end(true);
+
+  // leader: run with one name, waiting without bound by default (a participant of an election)
+  run_options leader;
+  std::string leader_ttl_text = "30s";
+  std::string leader_wait_text = "forever";
+  std::string leader_grace_text = "10s";
+  std::string leader_holder_text;
+  std::string leader_name;
+  CLI::App* leader_cmd = app.add_subcommand(
+      "leader",
+      "take part in the election NAME: wait until this process leads (holds NAME's lease), then run CMD "
+      "while it leads; CMD is stopped as by run when leadership is lost (exit 76); exits with CMD's code");
+  add_common(leader_cmd);
+  leader_cmd->add_option("--name", leader_name, "election name (a lock name)")->required();
+  leader_cmd->add_option("--ttl", leader_ttl_text, "leadership lease, renewed at about a third of it")
+      ->capture_default_str();
+  leader_cmd->add_option("--wait", leader_wait_text, "how long to wait for leadership (forever: no bound; 75 after it)")
+      ->capture_default_str();
+  leader_cmd->add_option("--grace", leader_grace_text, "after lost leadership: time between SIGTERM and SIGKILL to CMD")
+      ->capture_default_str();
+  CLI::Option* leader_holder_opt =
+      leader_cmd->add_option("--holder", leader_holder_text, "label shown as the leader in status");
+  leader_cmd->add_option("command", leader.command, "CMD ARGS...: the command to run while leading")->required();
+  leader_cmd->positionals_at_end(true);
 
   // status
   status_options status;
@@ -311,6 +341,20 @@ int main_impl(int argc, char** argv) {
   }
   if (*status_cmd) return run_status(common, status);
   if (*release_cmd) return run_release(common, release);
+  if (*leader_cmd) {
+    try {
+      leader.names = {leader_name};
+      leader.ttl = ttl_flag("--ttl", leader_ttl_text);
+      leader.wait = leader_wait_text == "forever" ? std::chrono::milliseconds::max()
+                                                  : duration_flag("--wait", leader_wait_text);
+      leader.grace = duration_flag("--grace", leader_grace_text);
+    } catch (const sqllock::invalid_argument& e) {
+      print_error(e.what());
+      return exit_code::usage;
+    }
+    if (*leader_holder_opt) leader.holder = leader_holder_text;
+    return run_run(common, leader);
+  }
   if (*run_cmd) {
     try {
       run.ttl = ttl_flag("--ttl", ttl_text);

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -36,6 +37,7 @@
 #include "supervisor.hpp"
 #include "sqllock/client.hpp"
 #include "sqllock/error.hpp"
+#include "sqllock/multi_lock.hpp"
 #include "sqllock/parse.hpp"
 
 extern char** environ;
@@ -205,7 +207,56 @@ bool suspend_with(int stop_signal) {
   return true;
 }
 
-std::vector<std::string> child_environment(const sqllock::lease_guard& guard) {
+/// The names as messages show them: 'a' or 'a', 'b'.
+std::string shown_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "'" : ", '") + printable(n) + "'";
+  return out;
+}
+
+/// What `run` holds: the leases of its names (a multi-lock; one name is a set of one), or one
+/// permit of a semaphore (--permits).
+class held_leases {
+ public:
+  explicit held_leases(sqllock::multi_lease_guard g) : multi_(std::move(g)) {}
+  explicit held_leases(sqllock::lease_guard g) : permit_(std::move(g)) {}
+
+  /// A lease of the set (they all carry the same holder label).
+  const sqllock::lease_guard& first() const { return permit_ ? *permit_ : (*multi_)[0]; }
+  /// The slot of the permit held; -1 for locks.
+  int permit() const { return permit_ ? permit_->permit() : -1; }
+  /// The earliest local expiry estimate of the set (every lease must still be held).
+  steady::time_point valid_until() const {
+    if (permit_) return permit_->valid_until();
+    auto t = steady::time_point::max();
+    for (std::size_t i = 0; i < multi_->size(); ++i) t = std::min(t, (*multi_)[i].valid_until());
+    return t;
+  }
+  /// The fencing tokens of the names in the order given (comma-separated when several).
+  std::string fences(const std::vector<std::string>& names) const {
+    if (permit_) return std::to_string(permit_->fencing_token());
+    std::string out;
+    for (const auto& n : names) {
+      if (!out.empty()) out += ',';
+      out += std::to_string(multi_->lease(n).fencing_token());
+    }
+    return out;
+  }
+  bool lost() const noexcept { return permit_ ? permit_->lost() : multi_->lost(); }
+  void release() {
+    if (permit_) {
+      permit_->release();
+    } else {
+      multi_->release();
+    }
+  }
+
+ private:
+  std::optional<sqllock::multi_lease_guard> multi_;
+  std::optional<sqllock::lease_guard> permit_;
+};
+
+std::vector<std::string> child_environment(const held_leases& guard, const std::vector<std::string>& names) {
   std::vector<std::string> env;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     const std::string_view entry(*e);
@@ -215,8 +266,8 @@ std::vector<std::string> child_environment(const sqllock::lease_guard& guard) {
     }
     env.emplace_back(entry);
   }
-  env.push_back("SQLLOCK_FENCE=" + std::to_string(guard.fencing_token()));
-  env.push_back("SQLLOCK_HOLDER=" + guard.holder_id());
+  env.push_back("SQLLOCK_FENCE=" + guard.fences(names));
+  env.push_back("SQLLOCK_HOLDER=" + guard.first().holder_id());
   if (guard.permit() >= 0) env.push_back("SQLLOCK_PERMIT=" + std::to_string(guard.permit()));
   return env;
 }
@@ -251,12 +302,23 @@ lease_timing lease_timing_for(const run_options& options) {
 
 }  // namespace
 
-int run_run(const common_options& common, const run_options& options) {
+int run_run(const common_options& common, const run_options& run_flags) {
   const std::string url = resolve_url(common.url);
   std::string redacted = "(invalid URL)";
+  run_options options = run_flags;
+  // Duplicates count once; the order given is kept for SQLLOCK_FENCE and messages.
+  options.names.clear();
+  for (const auto& n : run_flags.names) {
+    if (std::find(options.names.begin(), options.names.end(), n) == options.names.end()) options.names.push_back(n);
+  }
+  const std::string shown = shown_names(options.names);
   try {
     redacted = checked_redacted_url(url);
-    sqllock::validate_lock_name(options.name);
+    if (options.names.empty()) throw sqllock::invalid_argument("run: --name is required");
+    for (const auto& n : options.names) sqllock::validate_lock_name(n);
+    if (options.permits && options.names.size() != 1) {
+      throw sqllock::invalid_argument("--permits takes one --name (the semaphore), not a multi-lock");
+    }
     sqllock::validate_ttl(options.ttl);
     if (options.holder) {
       try {
@@ -323,7 +385,7 @@ int run_run(const common_options& common, const run_options& options) {
     };
 
     // While waiting for the lock, a watcher thread turns SIGINT/SIGTERM into a cancellation.
-    std::optional<sqllock::lease_guard> guard;
+    std::optional<held_leases> guard;
     {
       std::stop_source cancel;
       std::jthread watcher([&](std::stop_token stop) {
@@ -345,28 +407,30 @@ int run_run(const common_options& common, const run_options& options) {
         }
       } stopper{watcher};
       try {
-        guard.emplace(options.permits
-                          ? client.acquire_permit_for(options.name, *options.permits, options.wait, lease,
-                                                      cancel.get_token())
-                          : client.acquire_for(options.name, options.wait, lease, cancel.get_token()));
+        if (options.permits) {
+          guard.emplace(client.acquire_permit_for(options.names[0], *options.permits, options.wait, lease,
+                                                  cancel.get_token()));
+        } else {
+          guard.emplace(sqllock::acquire_all(client, options.names, options.wait, lease, cancel.get_token()));
+        }
       } catch (const sqllock::acquire_timeout& e) {
         std::string who = e.holder().empty() ? std::string("an unknown holder") : "'" + printable(e.holder()) + "'";
+        // A multi-lock's timeout names the lock that was busy.
         const std::string what = options.permits ? "all " + std::to_string(*options.permits) + " permits of semaphore '" +
-                                                       printable(options.name) + "'"
-                                                 : "lock '" + printable(options.name) + "'";
+                                                       printable(options.names[0]) + "'"
+                                                 : "lock '" + printable(e.lock_name()) + "'";
         const std::string held = options.permits
                                      ? "the soonest to end held by " + who + " for another " + human_duration(e.time_left())
                                      : "held by " + who + " for another " + human_duration(e.time_left());
         print_error(options.wait.count() == 0
                         ? what + (options.permits ? " are busy: " : " is busy: ") + held + " (--wait 0s)"
-                        : (options.permits ? "no permit of semaphore '" + printable(options.name) + "'"
-                                           : "lock '" + printable(options.name) + "'") +
+                        : (options.permits ? "no permit of semaphore '" + printable(options.names[0]) + "'"
+                                           : "lock '" + printable(e.lock_name()) + "' not") +
                               " acquired within " + human_duration(options.wait) + ": " + held);
         return exit_code::not_acquired;
       } catch (const sqllock::cancelled&) {
         const int signo = pending_signal.load();
-        print_error("interrupted (" + std::string(::strsignal(signo)) + ") while waiting for '" +
-                    printable(options.name) + "'");
+        print_error("interrupted (" + std::string(::strsignal(signo)) + ") while waiting for " + shown);
         return 128 + signo;
       }
     }
@@ -381,11 +445,11 @@ int run_run(const common_options& common, const run_options& options) {
       return 128 + signo;
     }
     if (common.verbosity >= 1 && guard->permit() >= 0) {
-      print_error("acquired permit " + std::to_string(guard->permit()) + " of '" + printable(options.name) + "' as '" +
-                  printable(guard->holder_id()) + "', fence " + std::to_string(guard->fencing_token()));
+      print_error("acquired permit " + std::to_string(guard->permit()) + " of " + shown + " as '" +
+                  printable(guard->first().holder_id()) + "', fence " + guard->fences(options.names));
     } else if (common.verbosity >= 1) {
-      print_error("acquired '" + printable(options.name) + "' as '" + printable(guard->holder_id()) + "', fence " +
-                  std::to_string(guard->fencing_token()));
+      print_error("acquired " + shown + " as '" + printable(guard->first().holder_id()) + "', fence " +
+                  guard->fences(options.names));
     }
 
     std::fflush(nullptr);
@@ -399,7 +463,7 @@ int run_run(const common_options& common, const run_options& options) {
     const auto lease_end = [&] { return std::min(guard->valid_until(), hold_cap); };
     supervisor_spec spec;
     spec.command = options.command;
-    spec.environment = child_environment(*guard);
+    spec.environment = child_environment(*guard, options.names);
     spec.inherited_fds.assign(inherited_fds.begin(), inherited_fds.end());
     spec.take_terminal = take_terminal;
     spec.default_in_command = handled;
@@ -441,12 +505,12 @@ int run_run(const common_options& common, const run_options& options) {
       const auto kill_by = valid_until - timing.kill_margin;
       const auto term_at = kill_by - timing.term_lead;
       if (stopped_for == stop_reason::none) {
-        const std::string fence = std::to_string(guard->fencing_token());
+        const std::string fence = guard->fences(options.names);
         if (lost.load() && now < kill_by) {
           // Taken over or released by force: the lease is gone already; CMD gets the full grace.
           stopped_for = stop_reason::lost;
           kill_at = now + options.grace;
-          print_error("lease on '" + printable(options.name) + "' (fence " + fence +
+          print_error("lease on " + shown + " (fence " + fence +
                       ") was lost: sending SIGTERM to the command, SIGKILL in " + human_duration(options.grace));
         } else if (lost.load() || now >= term_at || now >= hold_end) {
           // Not renewed in time, or held for --max-hold: everything must be gone kill_margin before
@@ -458,7 +522,7 @@ int run_run(const common_options& common, const run_options& options) {
           kill_at = std::min(now + options.grace, kill_by);
           const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now),
                                      std::chrono::milliseconds(0));
-          print_error("lease on '" + printable(options.name) + "' (fence " + fence + ") " +
+          print_error("lease on " + shown + " (fence " + fence + ") " +
                       (stopped_for == stop_reason::max_hold
                            ? "was held for --max-hold " + human_duration(options.max_hold)
                            : std::string("was not renewed in time and may expire")) +
@@ -495,7 +559,7 @@ int run_run(const common_options& common, const run_options& options) {
             const auto left =
                 std::max(std::chrono::duration_cast<std::chrono::milliseconds>(guard->valid_until() - steady::now()),
                          std::chrono::milliseconds(0));
-            print_error("lease on '" + printable(options.name) + "' (fence " + std::to_string(guard->fencing_token()) +
+            print_error("lease on " + shown + " (fence " + guard->fences(options.names) +
                         ") is at risk: not renewed, " + human_duration(left) + " left");
           }
         }
@@ -522,8 +586,8 @@ int run_run(const common_options& common, const run_options& options) {
       // outside its group may still run, and nobody can reach it now. So the lock is not
       // released: it expires at its TTL, as a dead holder's would, and no next holder overlaps.
       print_error("the command's supervisor ended unexpectedly (wait status " + std::to_string(supervisor_status) +
-                  "); the command was killed; lock '" + printable(options.name) +
-                  "' is left to expire at its TTL, since processes the command started may outlive it");
+                  "); the command was killed; lock " + shown +
+                  " is left to expire at its TTL, since processes the command started may outlive it");
       std::fflush(nullptr);
       ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)
     }
@@ -535,7 +599,7 @@ int run_run(const common_options& common, const run_options& options) {
       } catch (const sqllock::error& e) {
         print_error(std::string("release after --max-hold failed (") + e.what() + "); it expires by its TTL");
       }
-      print_error("lock '" + printable(options.name) + "' was held for --max-hold " + human_duration(options.max_hold) +
+      print_error("lock " + shown + " was held for --max-hold " + human_duration(options.max_hold) +
                   "; the command was stopped (exit " + std::to_string(exit_code::lease_lost) + ")");
       return exit_code::lease_lost;
     }
@@ -545,7 +609,7 @@ int run_run(const common_options& common, const run_options& options) {
       } catch (const sqllock::error&) {
         // Expected: the owner check refuses a lost lease.
       }
-      print_error("lease on '" + printable(options.name) + "' was lost while the command ran (exit " +
+      print_error("lease on " + shown + " was lost while the command ran (exit " +
                   std::to_string(exit_code::lease_lost) + ")");
       return exit_code::lease_lost;
     }
@@ -553,15 +617,15 @@ int run_run(const common_options& common, const run_options& options) {
     try {
       guard->release();
     } catch (const sqllock::lease_lost& e) {
-      print_error("lease on '" + printable(options.name) +
-                  "' was found lost at release; the command may have run unprotected: " + e.what());
+      print_error("lease on " + shown +
+                  " was found lost at release; the command may have run unprotected: " + e.what());
       return exit_code::lease_lost;
     } catch (const sqllock::not_holder& e) {
-      print_error("lease on '" + printable(options.name) +
-                  "' was found lost at release; the command may have run unprotected: " + e.what());
+      print_error("lease on " + shown +
+                  " was found lost at release; the command may have run unprotected: " + e.what());
       return exit_code::lease_lost;
     } catch (const sqllock::error& e) {
-      print_error("warning: release of '" + printable(options.name) + "' failed (" + e.what() +
+      print_error("warning: release of " + shown + " failed (" + e.what() +
                   "); it expires by its TTL");
     }
     return cmd_code;

@@ -3,6 +3,8 @@
 
 #include "sqllock/client.hpp"
 #include "sqllock/error.hpp"
+#include "sqllock/leader.hpp"
+#include "sqllock/multi_lock.hpp"
 #include "sqllock/parse.hpp"
 #include "sqllock/transaction.hpp"
 #include "sqllock/value.hpp"

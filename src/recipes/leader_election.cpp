@@ -1,0 +1,127 @@
+// Leader election: the blocking API and leader_latch, a participant that keeps trying in a thread.
+#include "sqllock/leader.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+
+#include "sqllock/parse.hpp"
+
+namespace sqllock {
+
+using std::chrono::milliseconds;
+
+lease_guard await_leadership(client& c, std::string_view election, milliseconds timeout,
+                             const lease_options& options, std::stop_token stop) {
+  return c.acquire_for(election, timeout, options, std::move(stop));
+}
+
+std::optional<lock_info> current_leader(client& c, std::string_view election) {
+  auto info = c.inspect(election);
+  if (!info || info->time_left.count() <= 0) return std::nullopt;
+  return info;
+}
+
+/// What the latch's thread and the lease's on_lost (another thread) share. `m` guards the term
+/// fields and is held while a user callback runs, so callbacks never overlap; nothing holding `m`
+/// calls into the client (on_lost may be called from inside the client).
+struct leader_latch::shared {
+  client* c = nullptr;
+  std::string election;
+  leader_latch_options options;
+
+  std::mutex m;
+  std::condition_variable_any cv;
+  std::uint64_t term = 0;       ///< the term being tried for or held
+  std::uint64_t lost_term = 0;  ///< the last term whose lease was reported lost
+  std::atomic<bool> leading{false};
+  std::atomic<std::int64_t> token{0};
+
+  /// The lease of `t` was lost: end that term's leadership now.
+  void lose(std::uint64_t t) {
+    std::lock_guard lk(m);
+    if (lost_term < t) lost_term = t;
+    if (t == term && leading.exchange(false)) {
+      const auto tok = token.exchange(0);
+      if (options.on_revoked) options.on_revoked(tok, leadership_end::lost);
+    }
+    cv.notify_all();
+  }
+
+  /// One term: wait for the lease, lead until it is lost or `stop`, step down.
+  void take_part(const std::shared_ptr<shared>& self, std::stop_token stop) {
+    std::uint64_t my_term;
+    {
+      std::lock_guard lk(m);
+      my_term = ++term;
+    }
+    lease_options lease = options.lease;
+    lease.on_lost = [weak = std::weak_ptr<shared>(self), my_term, user = options.lease.on_lost](
+                        const std::string& name, std::int64_t tok) {
+      if (user) user(name, tok);
+      if (auto s = weak.lock()) s->lose(my_term);
+    };
+    lease_guard g;
+    try {
+      g = c->acquire(election, lease, stop);
+    } catch (const cancelled&) {
+      return;
+    } catch (const std::exception&) {
+      std::unique_lock lk(m);
+      cv.wait_for(lk, stop, options.retry_delay, [] { return false; });
+      return;
+    }
+    {
+      std::unique_lock lk(m);
+      if (lost_term < my_term && !g.lost()) {
+        token = g.fencing_token();
+        leading = true;
+        if (options.on_elected) options.on_elected(token.load());
+        cv.notify_all();
+      }
+      cv.wait(lk, stop, [&] { return lost_term >= my_term; });
+      if (leading.exchange(false)) {  // closed while leading: step down before the release
+        const auto tok = token.exchange(0);
+        if (options.on_revoked) options.on_revoked(tok, leadership_end::closed);
+      }
+    }
+    try {
+      g.release();
+    } catch (const std::exception&) {
+      // lost meanwhile: nothing left to release
+    }
+  }
+};
+
+leader_latch::leader_latch(client& c, std::string election, leader_latch_options options)
+    : state_(std::make_shared<shared>()) {
+  validate_lock_name(election);
+  validate_ttl(options.lease.ttl);
+  if (options.retry_delay.count() < 0) throw invalid_argument("leader_latch: negative retry_delay");
+  state_->c = &c;
+  state_->election = std::move(election);
+  state_->options = std::move(options);
+  thread_ = std::jthread([s = state_](std::stop_token stop) {
+    while (!stop.stop_requested()) s->take_part(s, stop);
+  });
+}
+
+leader_latch::~leader_latch() { close(); }
+
+void leader_latch::close() noexcept {
+  thread_.request_stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+const std::string& leader_latch::election() const noexcept { return state_->election; }
+bool leader_latch::is_leader() const noexcept { return state_->leading.load(); }
+std::int64_t leader_latch::fencing_token() const noexcept { return state_->token.load(); }
+
+bool leader_latch::await_leadership(milliseconds timeout) const {
+  std::unique_lock lk(state_->m);
+  timeout = std::clamp(timeout, milliseconds(0), milliseconds(std::chrono::hours(24 * 3650)));
+  return state_->cv.wait_for(lk, timeout, [&] { return state_->leading.load(); });
+}
+
+}  // namespace sqllock

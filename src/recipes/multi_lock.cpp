@@ -1,0 +1,126 @@
+// Multi-lock: all-or-nothing acquisition of a sorted, de-duplicated set of lease locks.
+#include "sqllock/multi_lock.hpp"
+
+#include <algorithm>
+#include <exception>
+
+#include "sqllock/parse.hpp"
+
+namespace sqllock {
+
+using std::chrono::milliseconds;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+/// A wait longer than this is a wait without bound (as the lease engine treats it).
+constexpr milliseconds unbounded_wait = std::chrono::hours(24 * 3650);
+
+std::vector<std::string> sorted_set(const std::vector<std::string>& names) {
+  if (names.empty()) throw invalid_argument("multi-lock: the set of names is empty");
+  for (const auto& n : names) validate_lock_name(n);
+  std::vector<std::string> out(names);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+/// Release the leases taken so far, last first. Never throws: a failed release is reported by the
+/// guard's destructor to the client's log.
+void roll_back(std::vector<lease_guard>& taken) noexcept {
+  while (!taken.empty()) taken.pop_back();
+}
+
+}  // namespace
+
+multi_lease_guard& multi_lease_guard::operator=(multi_lease_guard&& other) noexcept {
+  if (this != &other) {
+    multi_lease_guard old(std::move(*this));
+    leases_ = std::move(other.leases_);
+    other.leases_.clear();
+  }
+  return *this;
+}
+
+multi_lease_guard::~multi_lease_guard() { roll_back(leases_); }
+
+std::vector<std::string> multi_lease_guard::names() const {
+  std::vector<std::string> out;
+  out.reserve(leases_.size());
+  for (const auto& g : leases_) out.push_back(g.name());
+  return out;
+}
+
+const lease_guard& multi_lease_guard::lease(std::string_view name) const {
+  for (const auto& g : leases_) {
+    if (g.name() == name) return g;
+  }
+  throw invalid_argument("multi_lease_guard: no lease of that name in the set");
+}
+
+std::vector<std::int64_t> multi_lease_guard::fencing_tokens() const {
+  std::vector<std::int64_t> out;
+  out.reserve(leases_.size());
+  for (const auto& g : leases_) out.push_back(g.fencing_token());
+  return out;
+}
+
+bool multi_lease_guard::lost() const noexcept {
+  return std::any_of(leases_.begin(), leases_.end(), [](const lease_guard& g) { return g.lost(); });
+}
+
+bool multi_lease_guard::owns() const noexcept {
+  return !leases_.empty() && std::all_of(leases_.begin(), leases_.end(), [](const lease_guard& g) { return g.owns(); });
+}
+
+void multi_lease_guard::release() {
+  std::exception_ptr first;
+  for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
+    try {
+      it->release();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  leases_.clear();
+  if (first) std::rethrow_exception(first);
+}
+
+multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names, milliseconds timeout,
+                              const lease_options& options, std::stop_token stop) {
+  if (timeout.count() < 0) throw invalid_argument("acquire_all: negative timeout");
+  const auto set = sorted_set(names);
+  const bool bounded = timeout < unbounded_wait;
+  const auto deadline = steady::now() + (bounded ? timeout : unbounded_wait);
+  std::vector<lease_guard> taken;
+  taken.reserve(set.size());
+  try {
+    for (const auto& name : set) {
+      if (!bounded) {
+        taken.push_back(c.acquire(name, options, stop));
+        continue;
+      }
+      // One deadline for the set: each name gets what is left of it (at least one try).
+      const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
+      taken.push_back(c.acquire_for(name, std::max(left, milliseconds(0)), options, stop));
+    }
+  } catch (...) {
+    roll_back(taken);
+    throw;
+  }
+  multi_lease_guard out;
+  out.leases_ = std::move(taken);
+  return out;
+}
+
+std::optional<multi_lease_guard> try_acquire_all(client& c, const std::vector<std::string>& names,
+                                                 milliseconds timeout, const lease_options& options,
+                                                 std::stop_token stop) {
+  try {
+    return acquire_all(c, names, timeout, options, std::move(stop));
+  } catch (const acquire_timeout&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace sqllock

@@ -147,6 +147,9 @@ def sqllock_round(o, rnd, seed):
     for p in procs:
         p.wait()
     undone = powerloss.rollback(journal, d)
+    syncs = sum(1 for r in powerloss.read_journal(journal)[0] if r[0] == "S") if os.path.exists(journal) else 0
+    if syncs == 0:
+        v.append("shim_inactive: the journal recorded no sync: the shim did not watch the workers' writes")
 
     acks = read_history(logs)
     acquired = [a for a in acks if a[0] == "acquire"]
@@ -233,6 +236,8 @@ def main():
     ap.add_argument("--keep", action="store_true")
     o = ap.parse_args()
     o.shim = os.path.abspath(o.shim)
+    if not os.path.isfile(o.shim):  # ld.so only warns about a missing preload and runs without it
+        ap.error(f"no shim at {o.shim}")
     if o.mode == "shim":
         return run_shim(o)
     if not o.worker:

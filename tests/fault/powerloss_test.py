@@ -141,7 +141,29 @@ def sqllock_round(o, rnd, seed):
              "--nest-pct", "20", "--log", log, "--index", str(i)],
             env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(base, f"lock_{i}.stderr"), "w")))
     run_s = rng.uniform(1.5, o.max_run_s)
+    # Half the rounds cut at a random moment; the other half right after the first acquisition
+    # acknowledged once run_s has passed (the moment an unsynced commit would be lost), within a
+    # millisecond or two of the worker logging it.
+    cut = rng.choice(["random", "after_ack"])
     time.sleep(run_s)
+    if cut == "after_ack":
+        seen = {log: os.path.getsize(log) if os.path.exists(log) else 0 for log in logs}
+        deadline = time.monotonic() + 5
+        hit = False
+        while not hit and time.monotonic() < deadline:
+            for log in logs:
+                try:
+                    with open(log, "rb") as f:
+                        f.seek(seen[log])
+                        new = f.read()
+                except FileNotFoundError:
+                    continue
+                if b"\tok\tacquire\t" in new:
+                    hit = True
+                    break
+            if not hit:
+                time.sleep(0.0005)
+        cut = "after_ack" if hit else "after_ack_timeout"
     for p in procs:  # the power goes: every process dies at once, mid-whatever
         p.send_signal(signal.SIGKILL)
     for p in procs:
@@ -192,7 +214,7 @@ def sqllock_round(o, rnd, seed):
         elif tok <= max_ack.get(name, 0):
             v.append(f"token_reused: {name}: a new acquisition got token {tok}, acknowledged before the power "
                      f"loss: {max_ack[name]}")
-    print(f"powerloss-round {rnd} seed={seed} ttl_ms={ttl} run_s={run_s:.2f} acquisitions={len(acquired)} "
+    print(f"powerloss-round {rnd} seed={seed} ttl_ms={ttl} run_s={run_s:.2f} cut={cut} acquisitions={len(acquired)} "
           f"releases={sum(1 for a in acks if a[0] == 'release')} "
           f"writes={sum(1 for a in acks if a[0] == 'write')} undone_writes={undone} "
           f"max_acked={max_ack} rows={ {n: t for n, (t, _h) in sorted(rows.items())} } "

@@ -21,7 +21,7 @@ endfunction()
 step(${CMAKE_COMMAND} -S "${SOURCE_ROOT}" -B "${WORK}/build" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
      -DBUILD_SHARED_LIBS=ON -DSQLLOCK_WITH_SQLITE=ON -DSQLLOCK_WITH_POSTGRESQL=OFF -DSQLLOCK_WITH_MYSQL=OFF
      -DSQLLOCK_BUILD_TESTS=OFF -DSQLLOCK_BUILD_EXAMPLES=OFF -DSQLLOCK_BUILD_CLI=ON -DSQLLOCK_INSTALL=ON)
-step(${CMAKE_COMMAND} --build "${WORK}/build")
+step(${CMAKE_COMMAND} --build "${WORK}/build" --parallel 2)  # the machine is shared
 file(REMOVE_RECURSE "${WORK}/prefix" "${WORK}/moved" "${WORK}/consumer" "${WORK}/consumer-pc" "${WORK}/locks.db")
 step(${CMAKE_COMMAND} --install "${WORK}/build" --prefix "${WORK}/prefix")
 

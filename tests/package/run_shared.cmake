@@ -19,6 +19,7 @@ function(fail)
 endfunction()
 
 step(${CMAKE_COMMAND} -S "${SOURCE_ROOT}" -B "${WORK}/build" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
+     -DCMAKE_INSTALL_PREFIX=/usr  # GNUInstallDirs: the Debian multiarch libdir, for the .deb of package_deb
      -DBUILD_SHARED_LIBS=ON -DSQLLOCK_WITH_SQLITE=ON -DSQLLOCK_WITH_POSTGRESQL=OFF -DSQLLOCK_WITH_MYSQL=OFF
      -DSQLLOCK_BUILD_TESTS=OFF -DSQLLOCK_BUILD_EXAMPLES=OFF -DSQLLOCK_BUILD_CLI=ON -DSQLLOCK_INSTALL=ON)
 step(${CMAKE_COMMAND} --build "${WORK}/build" --parallel 2)  # the machine is shared

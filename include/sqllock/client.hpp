@@ -160,7 +160,7 @@ class SQLLOCK_EXPORT lease_guard {
  private:
   friend class client;
   friend class transaction;
-  explicit lease_guard(std::shared_ptr<detail::lease_state> s) noexcept;
+  SQLLOCK_NO_EXPORT explicit lease_guard(std::shared_ptr<detail::lease_state> s) noexcept;
   std::shared_ptr<detail::lease_state> state_;
 };
 
@@ -222,7 +222,7 @@ class SQLLOCK_EXPORT client {
 
  private:
   friend client connect(std::string_view, const client_options&);
-  client(std::unique_ptr<detail::backend> b, const client_options& options);
+  SQLLOCK_NO_EXPORT client(std::unique_ptr<detail::backend> b, const client_options& options);
   std::shared_ptr<detail::lease_engine> engine_;
 };
 

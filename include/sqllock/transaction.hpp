@@ -120,7 +120,8 @@ struct SQLLOCK_EXPORT fenced_update_result {
 /// Roll back on destruction unless committed; errors in that rollback go to the client's log.
 class SQLLOCK_EXPORT transaction {
  public:
-  explicit transaction(std::unique_ptr<detail::session> s);
+  // Made by the library only (client::begin, adopt): not exported from a shared build.
+  SQLLOCK_NO_EXPORT explicit transaction(std::unique_ptr<detail::session> s);
   transaction(transaction&&) noexcept;
   transaction& operator=(transaction&&) noexcept;
   transaction(const transaction&) = delete;

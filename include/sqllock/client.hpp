@@ -1,6 +1,8 @@
 // The client users hold: lease locks with watchdog and waiting, transactions, administration.
 #pragma once
 
+#include "sqllock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -41,7 +43,7 @@ enum class holder_scope {
 /// true/false, 1/0, yes/no); the URL's value wins over the field's, and those parameters are
 /// removed before the URL reaches the driver. An unknown `sqllock_` parameter or a bad value is an
 /// invalid_argument naming it. SQLite URLs take them too: `sqlite:locks.db?sqllock_table=jobs`.
-struct client_options {
+struct SQLLOCK_EXPORT client_options {
   /// A label for this client's leases, shown in `status` and `lock_info::holder`. Empty:
   /// "host:pid". It is not an identity: every acquisition also gets an owner id unique to it
   /// (`lease_guard::owner_id()`), so two clients or processes given the same label still exclude
@@ -77,7 +79,7 @@ struct client_options {
 };
 
 /// A lock as the database shows it.
-struct lock_info {
+struct SQLLOCK_EXPORT lock_info {
   std::string name;
   std::string holder;  ///< the holder's label (client_options::holder_id)
   std::int64_t fencing_token = 0;
@@ -91,7 +93,7 @@ struct lock_info {
 };
 
 /// How a lease is held.
-struct lease_options {
+struct SQLLOCK_EXPORT lease_options {
   /// Lease duration; must be positive (at least 1 ms). The watchdog renews at about a third of it.
   std::chrono::milliseconds ttl{30000};
   /// Renew automatically while held (the watchdog). Off: the lease simply expires after ttl.
@@ -112,7 +114,7 @@ struct lease_options {
 
 /// A held lease. Releases exactly once: explicitly, or in its destructor (which never throws and
 /// reports a failed release to the client's log callback).
-class lease_guard {
+class SQLLOCK_EXPORT lease_guard {
  public:
   lease_guard() noexcept;
   lease_guard(lease_guard&&) noexcept;
@@ -163,7 +165,7 @@ class lease_guard {
  private:
   friend class client;
   friend class transaction;
-  explicit lease_guard(std::shared_ptr<detail::lease_state> s) noexcept;
+  SQLLOCK_NO_EXPORT explicit lease_guard(std::shared_ptr<detail::lease_state> s) noexcept;
   std::shared_ptr<detail::lease_state> state_;
 };
 
@@ -171,7 +173,7 @@ class lease_guard {
 /// the callers' lease statements (taken in FIFO order), one for the watchdog's renewals (so they
 /// never wait behind callers), one more for notifications where the backend has them (PostgreSQL
 /// LISTEN, MySQL GET_LOCK waits), plus one per open transaction (idle ones kept for reuse, at most 2).
-class client {
+class SQLLOCK_EXPORT client {
  public:
   client(client&&) noexcept;
   client& operator=(client&&) noexcept;
@@ -248,7 +250,7 @@ class client {
 
  private:
   friend client connect(std::string_view, const client_options&);
-  client(std::unique_ptr<detail::backend> b, const client_options& options);
+  SQLLOCK_NO_EXPORT client(std::unique_ptr<detail::backend> b, const client_options& options);
   std::shared_ptr<detail::lease_engine> engine_;
 };
 
@@ -257,6 +259,6 @@ class client {
 ///   sqlite:PATH, sqlite:///abs/path.db, sqlite::memory:
 /// Throws invalid_argument (bad URL or unknown scheme, or a backend not built in), connection_lost
 /// (unreachable), schema_missing (when options.require_schema and the tables are missing or old).
-client connect(std::string_view url, const client_options& options = {});
+SQLLOCK_EXPORT client connect(std::string_view url, const client_options& options = {});
 
 }  // namespace sqllock

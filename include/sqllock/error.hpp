@@ -1,6 +1,8 @@
 // Typed errors: one base carrying backend, SQLSTATE/vendor code and statement name, one type per case.
 #pragma once
 
+#include "sqllock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <stdexcept>
@@ -10,7 +12,7 @@
 namespace sqllock {
 
 /// Base of every error sqllock throws. Carries where it happened, never bound values or passwords.
-class error : public std::runtime_error {
+class SQLLOCK_EXPORT error : public std::runtime_error {
  public:
   /// @param backend   "sqlite", "postgresql", "mysql" or "" when no database was involved
   /// @param code      SQLSTATE (PostgreSQL) or vendor error code as text (MySQL, SQLite); may be empty
@@ -34,25 +36,25 @@ class error : public std::runtime_error {
 };
 
 /// Bad input: lock name, TTL, duration, URL, identifier, version. Nothing was changed.
-class invalid_argument : public error {
+class SQLLOCK_EXPORT invalid_argument : public error {
  public:
   explicit invalid_argument(const std::string& message) : error(message) {}
 };
 
 /// The lock tables are missing or older than this library needs; run `sqllock migrate`.
-class schema_missing : public error {
+class SQLLOCK_EXPORT schema_missing : public error {
  public:
   using error::error;
 };
 
 /// The database could not be reached, or the connection dropped (SQLSTATE class 08, MySQL 2006/2013).
-class connection_lost : public error {
+class SQLLOCK_EXPORT connection_lost : public error {
  public:
   using error::error;
 };
 
 /// A blocking acquire gave up at its deadline. Carries who held the lock and for how long still.
-class acquire_timeout : public error {
+class SQLLOCK_EXPORT acquire_timeout : public error {
  public:
   acquire_timeout(const std::string& message, std::string lock_name, std::string holder,
                   std::chrono::milliseconds time_left);
@@ -69,64 +71,64 @@ class acquire_timeout : public error {
 };
 
 /// A blocking acquire was cancelled through its stop token.
-class cancelled : public error {
+class SQLLOCK_EXPORT cancelled : public error {
  public:
   explicit cancelled(const std::string& message) : error(message) {}
 };
 
 /// The lease expired and was taken over, or its row vanished, while it was believed held.
-class lease_lost : public error {
+class SQLLOCK_EXPORT lease_lost : public error {
  public:
   using error::error;
 };
 
 /// The caller acts on a lease it no longer holds: renew() or transaction::require_lease() on a
 /// guard that was already released. (A lease taken over by another client is lease_lost.)
-class not_holder : public error {
+class SQLLOCK_EXPORT not_holder : public error {
  public:
   using error::error;
 };
 
 /// A row lock could not be taken (NOWAIT, or the wait bound passed): PostgreSQL 55P03, MySQL 1205/3572.
-class lock_not_available : public error {
+class SQLLOCK_EXPORT lock_not_available : public error {
  public:
   using error::error;
 };
 
 /// A statement was cancelled by the server (PostgreSQL 57014, statement timeout).
-class query_canceled : public error {
+class SQLLOCK_EXPORT query_canceled : public error {
  public:
   using error::error;
 };
 
 /// Base for failures that a fresh run of the whole transaction may cure.
-class retryable_error : public error {
+class SQLLOCK_EXPORT retryable_error : public error {
  public:
   using error::error;
   bool retryable() const noexcept override { return true; }
 };
 
 /// The database chose this transaction as a deadlock victim (40P01, MySQL 1213, SQLite BUSY on upgrade).
-class deadlock_detected : public retryable_error {
+class SQLLOCK_EXPORT deadlock_detected : public retryable_error {
  public:
   using retryable_error::retryable_error;
 };
 
 /// Serialization failure (40001).
-class serialization_failure : public retryable_error {
+class SQLLOCK_EXPORT serialization_failure : public retryable_error {
  public:
   using retryable_error::retryable_error;
 };
 
 /// An optimistic compare-and-swap found another version. Thrown by `cas_result::value()`;
 /// `with_retry` runs the whole function again on it.
-class version_conflict : public retryable_error {
+class SQLLOCK_EXPORT version_conflict : public retryable_error {
  public:
   using retryable_error::retryable_error;
 };
 
 /// A fenced write was refused: a writer with a newer fencing token has written the row.
-class fence_rejected : public error {
+class SQLLOCK_EXPORT fence_rejected : public error {
  public:
   fence_rejected(const std::string& message, std::int64_t newer_token) : error(message), newer_(newer_token) {}
   /// The token already on the row.
@@ -137,7 +139,7 @@ class fence_rejected : public error {
 };
 
 /// `with_retry` gave up after its attempt bound. The last retryable error's text is in what().
-class retries_exhausted : public error {
+class SQLLOCK_EXPORT retries_exhausted : public error {
  public:
   retries_exhausted(const std::string& message, int attempts);
   int attempts() const noexcept { return attempts_; }
@@ -147,7 +149,7 @@ class retries_exhausted : public error {
 };
 
 /// Any other database error (syntax, constraint, permissions...).
-class database_error : public error {
+class SQLLOCK_EXPORT database_error : public error {
  public:
   using error::error;
 };
@@ -155,7 +157,7 @@ class database_error : public error {
 /// A migration could not be applied, or the migration history forbids going on (a failed or
 /// interrupted MySQL migration awaiting `--resolve`, an out-of-order version, a removed file
 /// under fail_on_missing_files). Nothing past the named version was applied.
-class migration_failed : public error {
+class SQLLOCK_EXPORT migration_failed : public error {
  public:
   migration_failed(const std::string& message, long long version, std::string file)
       : error(message), version_(version), file_(std::move(file)) {}
@@ -170,7 +172,7 @@ class migration_failed : public error {
 };
 
 /// An applied migration's file changed since it was applied (its SHA-256 differs).
-class checksum_mismatch : public migration_failed {
+class SQLLOCK_EXPORT checksum_mismatch : public migration_failed {
  public:
   using migration_failed::migration_failed;
 };

@@ -1,6 +1,8 @@
 // Inventory helpers: decrement or reserve stock on the user's own table without overselling.
 #pragma once
 
+#include "sqllock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <optional>
@@ -40,7 +42,7 @@ enum class stock_strategy {
 
 /// The user's stock table: one row per key with an integer quantity and, optionally, an integer
 /// version column. All names are validated identifiers, quoted by sqllock.
-struct stock_table {
+struct SQLLOCK_EXPORT stock_table {
   std::string table;
   std::string key_column = "sku";
   std::string quantity_column = "qty";
@@ -53,13 +55,13 @@ struct stock_table {
 };
 
 /// One line of a reservation.
-struct stock_item {
+struct SQLLOCK_EXPORT stock_item {
   value key;                  ///< an integer or text key (not NULL, not floating point)
   std::int64_t quantity = 1;  ///< at least 1
 };
 
 /// How reserve/decrement run.
-struct reserve_options {
+struct SQLLOCK_EXPORT reserve_options {
   stock_strategy strategy = stock_strategy::atomic_update;
   /// Bound on transaction runs (version conflicts, deadlocks, serialization failures, row locks
   /// not available in time); then the outcome is retries_exhausted.
@@ -77,7 +79,7 @@ struct reserve_options {
 };
 
 /// The typed outcome of a reservation.
-struct reserve_result {
+struct SQLLOCK_EXPORT reserve_result {
   enum class status {
     applied,            ///< every item was decremented
     insufficient,       ///< an item had less than requested; nothing was changed
@@ -103,7 +105,7 @@ struct reserve_result {
 };
 
 /// Take `quantity` of one key from the stock table. See reserve.
-reserve_result decrement(client& c, const stock_table& table, const value& key, std::int64_t quantity = 1,
+SQLLOCK_EXPORT reserve_result decrement(client& c, const stock_table& table, const value& key, std::int64_t quantity = 1,
                          const reserve_options& options = {});
 
 /// Take several items in one transaction, all or nothing. Items with the same key are merged.
@@ -111,13 +113,13 @@ reserve_result decrement(client& c, const stock_table& table, const value& key, 
 /// order), so two reservations of the same items in opposite orders cannot deadlock.
 /// Throws invalid_argument for bad names, keys or quantities, and database errors other than
 /// the retryable ones (connection lost, missing table, ...).
-reserve_result reserve(client& c, const stock_table& table, const std::vector<stock_item>& items,
+SQLLOCK_EXPORT reserve_result reserve(client& c, const stock_table& table, const std::vector<stock_item>& items,
                        const reserve_options& options = {});
 
 /// Create the idempotency-key table if it does not exist (idempotent; safe from many processes:
 /// runs under the lease "sqllock:setup:<table>"). Columns: idem_key (primary key), request_hash,
 /// outcome, failed_item, available, quantities, created_at. Rows are never deleted by sqllock;
 /// prune old ones (by created_at) as your retry window allows.
-void create_idempotency_table(client& c, const std::string& table = "sqllock_idempotency");
+SQLLOCK_EXPORT void create_idempotency_table(client& c, const std::string& table = "sqllock_idempotency");
 
 }  // namespace sqllock

@@ -1,6 +1,8 @@
 // Schema-migration runner: applies a directory of NNNN_name.sql files once each, under a lease lock.
 #pragma once
 
+#include "sqllock/export.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -15,7 +17,7 @@
 namespace sqllock {
 
 /// How migrate_directory runs.
-struct migrate_options {
+struct SQLLOCK_EXPORT migrate_options {
   /// History table (validated identifier, optionally schema.table). Also names the lease:
   /// "sqllock:migrations:<history_table>".
   std::string history_table = "sqllock_migrations";
@@ -37,7 +39,7 @@ struct migrate_options {
 };
 
 /// One row of the history table.
-struct migration_record {
+struct SQLLOCK_EXPORT migration_record {
   std::int64_t version = 0;
   std::string name;      ///< file name, e.g. "0003_add_orders.sql"
   std::string checksum;  ///< SHA-256 of the file's bytes, 64 lowercase hex digits
@@ -51,7 +53,7 @@ struct migration_record {
 };
 
 /// What a run did.
-struct migrate_report {
+struct SQLLOCK_EXPORT migrate_report {
   std::vector<migration_record> applied;   ///< applied by this run, in order
   std::int64_t current_version = 0;        ///< highest applied (or resolved) version afterwards
   std::vector<std::string> missing_files;  ///< applied versions whose file is gone ("0002_x.sql")
@@ -59,7 +61,7 @@ struct migrate_report {
 };
 
 /// A migration file found in a directory.
-struct migration_file {
+struct SQLLOCK_EXPORT migration_file {
   std::int64_t version = 0;
   std::string name;  ///< file name
   std::filesystem::path path;
@@ -70,7 +72,7 @@ struct migration_file {
 /// Read the migration files of `dir`: names `<digits>_<name>.sql` (e.g. 0001_init.sql), ordered by
 /// version. Other files are ignored; a duplicate version, a version of 0, or an unreadable
 /// directory throws invalid_argument naming the file.
-std::vector<migration_file> read_migration_directory(const std::filesystem::path& dir);
+SQLLOCK_EXPORT std::vector<migration_file> read_migration_directory(const std::filesystem::path& dir);
 
 /// Apply the pending migrations of `dir` in version order, each exactly once, under the lease
 /// "sqllock:migrations:<history_table>" (renewed by the watchdog; a crashed migrator's lease
@@ -88,7 +90,7 @@ std::vector<migration_file> read_migration_directory(const std::filesystem::path
 /// file name or history table), acquire_timeout (another migrator held the lease past `wait`),
 /// lease_lost (the lease was lost between migrations; nothing of the current one committed on
 /// PostgreSQL/SQLite), and the usual database errors.
-migrate_report migrate_directory(client& c, const std::filesystem::path& dir, const migrate_options& options = {});
+SQLLOCK_EXPORT migrate_report migrate_directory(client& c, const std::filesystem::path& dir, const migrate_options& options = {});
 
 /// What resolve_migration does with a failed (or interrupted) MySQL migration.
 enum class migration_resolution {
@@ -100,13 +102,13 @@ enum class migration_resolution {
 /// forget it for a retry (`--retry V`), under the migration lease. With `applied`, the checksum of
 /// the file now in `dir` is stored. Throws migration_failed when the version is not failed or
 /// running, invalid_argument when the file is missing (for `applied`).
-migration_record resolve_migration(client& c, const std::filesystem::path& dir, std::int64_t version,
+SQLLOCK_EXPORT migration_record resolve_migration(client& c, const std::filesystem::path& dir, std::int64_t version,
                                    migration_resolution resolution, const migrate_options& options = {});
 
 /// The history table's rows by version (empty when the table does not exist yet). On SQLite every
 /// sqllock transaction takes the write lock, so this waits (up to the 5 s busy timeout, then
 /// lock_not_available) while a migration is being applied.
-std::vector<migration_record> migration_history(client& c, const migrate_options& options = {});
+SQLLOCK_EXPORT std::vector<migration_record> migration_history(client& c, const migrate_options& options = {});
 
 /// Split a script into statements for `d`, honouring '...' and "..." strings (with doubled-quote
 /// escapes; MySQL also backslash escapes), `...` identifiers (MySQL, SQLite), [...] (SQLite), -- and # (MySQL) line
@@ -116,9 +118,9 @@ std::vector<migration_record> migration_history(client& c, const migrate_options
 /// Statements are returned trimmed, without the terminating delimiter; empty ones and
 /// comment-only ones are dropped. Throws invalid_argument on an unterminated string, comment or
 /// dollar quote (the message gives the line).
-std::vector<std::string> split_sql_statements(std::string_view script, dialect d);
+SQLLOCK_EXPORT std::vector<std::string> split_sql_statements(std::string_view script, dialect d);
 
 /// SHA-256 of `data` as 64 lowercase hex digits (the migration checksum).
-std::string sha256_hex(std::string_view data);
+SQLLOCK_EXPORT std::string sha256_hex(std::string_view data);
 
 }  // namespace sqllock

@@ -1,6 +1,8 @@
 // Adopting an application's open MySQL Connector/C++ connection (no cppconn headers needed here).
 #pragma once
 
+#include "sqllock/export.hpp"
+
 #include "sqllock/transaction.hpp"
 
 namespace sql {
@@ -13,6 +15,6 @@ namespace sqllock {
 /// (autocommit must be off for row locks to outlive a statement): CAS, row locks and statements
 /// run there, nothing is begun or committed by sqllock (commit() and rollback() only end the
 /// handle), and the connection is never closed by sqllock. Throws invalid_argument for null.
-transaction adopt(sql::Connection* connection);
+SQLLOCK_EXPORT transaction adopt(sql::Connection* connection);
 
 }  // namespace sqllock

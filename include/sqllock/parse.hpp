@@ -1,6 +1,8 @@
 // Input validation shared by the library and the command: URLs, durations, lock names, identifiers.
 #pragma once
 
+#include "sqllock/export.hpp"
+
 #include <chrono>
 #include <map>
 #include <string>
@@ -9,7 +11,7 @@
 namespace sqllock {
 
 /// A connection URL taken apart. The password is kept for the driver only; use redacted().
-struct database_url {
+struct SQLLOCK_EXPORT database_url {
   enum class kind { sqlite, postgresql, mysql };
   kind scheme = kind::sqlite;
   std::string original;  ///< the URL as given (contains the password: never log it)
@@ -27,24 +29,24 @@ struct database_url {
 
 /// Parse a URL (see sqllock::connect). Throws invalid_argument with a message that never contains
 /// the password.
-database_url parse_url(std::string_view url);
+SQLLOCK_EXPORT database_url parse_url(std::string_view url);
 
 /// Parse "500ms", "30s", "5m", "1h" (a non-negative whole number and a unit). Throws invalid_argument.
-std::chrono::milliseconds parse_duration(std::string_view text);
+SQLLOCK_EXPORT std::chrono::milliseconds parse_duration(std::string_view text);
 
 /// Throws invalid_argument unless `name` is 1..255 bytes of valid UTF-8 without NUL.
-void validate_lock_name(std::string_view name);
+SQLLOCK_EXPORT void validate_lock_name(std::string_view name);
 
 /// Throws invalid_argument unless ttl is at least 1 ms (and at most 10 years).
-void validate_ttl(std::chrono::milliseconds ttl);
+SQLLOCK_EXPORT void validate_ttl(std::chrono::milliseconds ttl);
 
 /// Throws invalid_argument unless `id` is an identifier sqllock will quote: [A-Za-z_][A-Za-z0-9_]*,
 /// at most 63 bytes, optionally one "schema." prefix of the same form.
-void validate_identifier(std::string_view id);
+SQLLOCK_EXPORT void validate_identifier(std::string_view id);
 
 /// Quote a validated identifier for a dialect: "x" (SQLite, PostgreSQL) or `x` (MySQL); each part
 /// of schema.table is quoted on its own. Throws invalid_argument on an invalid identifier.
 enum class dialect { sqlite, postgresql, mysql };
-std::string quote_identifier(std::string_view id, dialect d);
+SQLLOCK_EXPORT std::string quote_identifier(std::string_view id, dialect d);
 
 }  // namespace sqllock

@@ -1,6 +1,8 @@
 // RAII transactions with optimistic CAS and pessimistic row locks on the user's own tables.
 #pragma once
 
+#include "sqllock/export.hpp"
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -23,7 +25,7 @@ class session;
 }
 
 /// How a transaction starts.
-struct transaction_options {
+struct SQLLOCK_EXPORT transaction_options {
   /// Upper bound on waiting for any lock inside the transaction. PostgreSQL: `SET LOCAL
   /// lock_timeout`; MySQL: `innodb_lock_wait_timeout` for the session (whole seconds, rounded up);
   /// SQLite: the busy timeout of `BEGIN IMMEDIATE`. Unset: the server's default (SQLite: 5 s).
@@ -32,7 +34,7 @@ struct transaction_options {
 
 /// An optimistic compare-and-swap of some columns of one row, guarded by a version column.
 ///   UPDATE table SET set..., version = version + 1 WHERE key... AND version = expected
-struct cas_request {
+struct SQLLOCK_EXPORT cas_request {
   std::string table;                                  ///< validated identifier, optionally schema.table
   std::vector<std::pair<std::string, value>> key;     ///< column = value pairs selecting one row
   std::string version_column = "version";             ///< integer column compared and incremented
@@ -41,7 +43,7 @@ struct cas_request {
 };
 
 /// The typed outcome of a CAS.
-struct cas_result {
+struct SQLLOCK_EXPORT cas_result {
   enum class status { applied, conflict, missing };
   status outcome = status::missing;
   /// applied: the new version; conflict: the version found; missing: 0.
@@ -68,7 +70,7 @@ enum class lock_strength { update, no_key_update };
 /// lock every scanned row); the request is refused with invalid_argument before any lock is taken.
 /// On SQLite the whole database is write-locked by `BEGIN IMMEDIATE` when the transaction starts;
 /// the call then only reads the rows, and `nowait`/`timeout` apply to that begin.
-struct row_lock_request {
+struct SQLLOCK_EXPORT row_lock_request {
   std::string table;
   std::string key_column;
   std::vector<value> keys;
@@ -81,7 +83,7 @@ struct row_lock_request {
 };
 
 /// The typed outcome of a row-lock request.
-struct row_lock_result {
+struct SQLLOCK_EXPORT row_lock_result {
   enum class status { acquired, not_available };
   status outcome = status::not_available;
   /// The locked rows in key order (for skip_locked, the ones that were free; missing keys are absent).
@@ -94,7 +96,7 @@ struct row_lock_result {
 ///   UPDATE table SET set..., fence_column = token WHERE key... AND coalesce(fence_column, 0) <= token
 /// A write stamped with an older token than the row's is refused, whoever makes it: for data that
 /// other processes (or other lock names) also write.
-struct fenced_update_request {
+struct SQLLOCK_EXPORT fenced_update_request {
   std::string table;                               ///< validated identifier, optionally schema.table
   std::vector<std::pair<std::string, value>> key;  ///< column = value pairs selecting one row
   std::string fence_column = "fence";              ///< integer column holding the last writer's token
@@ -103,7 +105,7 @@ struct fenced_update_request {
 };
 
 /// The typed outcome of a fenced update.
-struct fenced_update_result {
+struct SQLLOCK_EXPORT fenced_update_result {
   enum class status { applied, rejected, missing };
   status outcome = status::missing;
   /// rejected: the newer token already on the row; otherwise the token written (applied) or 0.
@@ -116,9 +118,10 @@ struct fenced_update_result {
 
 /// A database transaction on a connection of its own (or on an adopted application connection).
 /// Roll back on destruction unless committed; errors in that rollback go to the client's log.
-class transaction {
+class SQLLOCK_EXPORT transaction {
  public:
-  explicit transaction(std::unique_ptr<detail::session> s);
+  // Made by the library only (client::begin, adopt): not exported from a shared build.
+  SQLLOCK_NO_EXPORT explicit transaction(std::unique_ptr<detail::session> s);
   transaction(transaction&&) noexcept;
   transaction& operator=(transaction&&) noexcept;
   transaction(const transaction&) = delete;
@@ -165,7 +168,7 @@ class transaction {
 };
 
 /// Bounds and back-off of with_retry.
-struct retry_policy {
+struct SQLLOCK_EXPORT retry_policy {
   int max_attempts = 10;
   std::chrono::milliseconds backoff_min{2};
   std::chrono::milliseconds backoff_max{100};
@@ -173,14 +176,15 @@ struct retry_policy {
 };
 
 /// What with_retry did, for metrics.
-struct retry_stats {
+struct SQLLOCK_EXPORT retry_stats {
   int attempts = 0;
 };
 
-namespace detail {
-void retry_sleep(const retry_policy& policy, int attempt);
-[[noreturn]] void throw_retries_exhausted(const char* what, int attempts);
-}  // namespace detail
+/// with_retry()'s jittered back-off before the next attempt (called from the template below, so
+/// part of the ABI, not an internal detail).
+SQLLOCK_EXPORT void retry_backoff_sleep(const retry_policy& policy, int attempt);
+/// with_retry()'s final error: throws retries_exhausted naming the last error.
+[[noreturn]] SQLLOCK_EXPORT void throw_retries_exhausted(const char* what, int attempts);
 
 /// Run `fn(transaction&)` in a fresh transaction and commit; on a retryable error (version
 /// conflict, deadlock, serialization failure) roll back, wait a jittered back-off and run the
@@ -203,8 +207,8 @@ auto with_retry(Begin& begin, Fn&& fn, const retry_policy& policy = {}, retry_st
         return result;
       }
     } catch (const retryable_error& e) {
-      if (attempt >= policy.max_attempts) detail::throw_retries_exhausted(e.what(), attempt);
-      detail::retry_sleep(policy, attempt);
+      if (attempt >= policy.max_attempts) throw_retries_exhausted(e.what(), attempt);
+      retry_backoff_sleep(policy, attempt);
     }
   }
 }

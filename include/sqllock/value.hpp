@@ -1,6 +1,8 @@
 // Bound parameter values and result rows for statements run on the user's own tables.
 #pragma once
 
+#include "sqllock/export.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -13,7 +15,7 @@ namespace sqllock {
 using value = std::variant<std::monostate, std::int64_t, double, std::string>;
 
 /// One result row; every column as text, NULL as std::nullopt.
-struct result_row {
+struct SQLLOCK_EXPORT result_row {
   std::vector<std::optional<std::string>> columns;
 
   std::size_t size() const noexcept { return columns.size(); }

@@ -151,9 +151,7 @@ fenced_update_result transaction::fenced_update(const fenced_update_request& req
   return live(session_).fenced_update(request);
 }
 
-namespace detail {
-
-void retry_sleep(const retry_policy& policy, int attempt) {
+void retry_backoff_sleep(const retry_policy& policy, int attempt) {
   thread_local std::minstd_rand rng{std::random_device{}()};
   auto base = policy.backoff_min.count() << std::min(attempt - 1, 20);
   base = std::min<std::int64_t>(base, policy.backoff_max.count());
@@ -166,5 +164,4 @@ void throw_retries_exhausted(const char* what, int attempts) {
   throw retries_exhausted("gave up after " + std::to_string(attempts) + " attempts; last error: " + what, attempts);
 }
 
-}  // namespace detail
 }  // namespace sqllock

@@ -236,12 +236,12 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
   return r;
 }
 
-// The retry helper's jittered back-off (detail::retry_sleep), with this request's bounds.
+// The retry helper's jittered back-off (retry_backoff_sleep), with this request's bounds.
 void backoff(const reserve_options& o, int attempt) {
   retry_policy policy;
   policy.backoff_min = o.backoff_min;
   policy.backoff_max = o.backoff_max;
-  detail::retry_sleep(policy, attempt);
+  retry_backoff_sleep(policy, attempt);
 }
 
 // The stored outcome of an idempotency key, if any (a fresh transaction).

@@ -8,8 +8,10 @@
 # PgBouncer tests (label pgbouncer) run in the first pass only: they test the protocol through the
 # pooler, which the sanitizer passes already cover directly. So do the failover tests (label
 # replication, about 80 s: each starts its own PostgreSQL primary + standby with
-# scripts/postgresql-replica.sh, kills the primary and promotes the standby). Stops the servers also when tests
-# fail, and closes with one "total: N passed, N failed".
+# scripts/postgresql-replica.sh, kills the primary and promotes the standby), and the package
+# tests (label package: installing, a shared build, the .deb; they build trees of their own and
+# test no sanitized code). Stops the servers also when tests fail, and closes with one
+# "total: N passed, N failed".
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${SQLLOCK_BUILD_DIR:-$root/build}
@@ -75,7 +77,7 @@ run "all tests (RelWithDebInfo)" --test-dir "$build/release"
 
 configure asan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety|pgbouncer|replication"
+  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety|pgbouncer|replication|package"
 
 configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUILD_CLI=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \

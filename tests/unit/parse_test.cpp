@@ -249,8 +249,8 @@ TEST(ConnectUrlOptions, SqliteModeRoIsAReadOnlyClient) {
   };
   cleanup();
   // A missing file: not created, whatever the client's own options say.
-  EXPECT_THROW(sqllock::connect("sqlite:" + file + "?mode=ro"), sqllock::error);
-  EXPECT_THROW(sqllock::connect("sqlite:" + file + "?mode=ro", {.require_schema = false}), sqllock::error);
+  EXPECT_THROW(sqllock::connect("sqlite:" + file + "?mode=ro"), sqllock::schema_missing);
+  EXPECT_THROW(sqllock::connect("sqlite:" + file + "?mode=ro", {.require_schema = false}), sqllock::schema_missing);
   EXPECT_FALSE(std::filesystem::exists(file)) << "mode=ro created " << file;
   {
     auto writer = sqllock::connect("sqlite:" + file, {.require_schema = false});

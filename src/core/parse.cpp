@@ -247,8 +247,10 @@ void parse_server_url(std::string_view rest, database_url& u) {
 }
 
 // Whether the text after a '?' in a sqlite: URL is a query: key=value pairs joined by '&', each
-// key made of letters, digits and '_' (so "odd?name.db" stays a file name).
+// key made of letters, digits and '_' (so "odd?name.db" stays a file name), or anything starting
+// with one of the keys sqlite: URLs take (then a malformed part is an error, not a file name).
 bool looks_like_query(std::string_view text) {
+  if (text.starts_with("sqllock_") || text.starts_with("mode=")) return true;
   if (text.empty()) return false;
   while (true) {
     const auto amp = text.find('&');

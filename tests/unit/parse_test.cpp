@@ -222,6 +222,7 @@ TEST(ParseUrl, SqliteModeQuery) {
   EXPECT_EQ(rw.params.at("sqllock_table"), "jobs");
   // A '?' that does not start a key=value query stays part of the file name.
   EXPECT_EQ(sqllock::parse_url("sqlite:odd?name.db").path, "odd?name.db");
+  EXPECT_THROW(sqllock::parse_url("sqlite:x.db?sqllock_table=a&junk"), sqllock::invalid_argument);
   // Other modes (SQLite's rwc, memory) and other SQLite URI parameters are refused, naming them.
   for (const std::string& bad : {"sqlite:locks.db?mode=rwc", "sqlite:locks.db?mode=memory", "sqlite:locks.db?mode=",
                                  "sqlite:locks.db?mode=RO&mode=bogus", "sqlite:locks.db?cache=shared",

@@ -1343,6 +1343,11 @@ TEST_F(cli, mariadb_scheme_ssl_mode_and_sqlite_mode_ro) {
   r = sqllock({"status", "--url", maria + "?ssl-mode=sometimes"});
   EXPECT_EQ(r.exit_code, 64) << r.err;
   EXPECT_NE(r.err.find("ssl-mode"), std::string::npos) << r.err;
+  // The test server has no TLS: ssl-mode=required is refused as unreachable (exit 69), naming the
+  // URL as written.
+  r = sqllock({"status", "--url", maria + "?ssl-mode=required"});
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_NE(r.err.find("TLS"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("mariadb://"), std::string::npos) << "the URL as written: " << r.err;
 
   // sqlite ?mode=ro: status reads, run cannot acquire, a missing file is not created.

@@ -49,7 +49,7 @@ int parse_int_param(const std::string& key, const std::string& text, int lo, int
 /// Whether the connection runs over TLS (its session's Ssl_cipher is set).
 bool tls_in_use(sql::Connection& c) {
   std::unique_ptr<sql::Statement> s(c.createStatement());
-  std::unique_ptr<sql::ResultSet> r(s->executeQuery("SHOW SESSION STATUS LIKE 'Ssl_cipher'"));
+  std::unique_ptr<sql::ResultSet> r(s->executeQuery(statement_text("session_tls", "sqllock_locks")));
   return r->next() && !std::string(r->getString(2)).empty();
 }
 

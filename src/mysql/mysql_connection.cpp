@@ -177,10 +177,11 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
   props["OPT_CHARSET_NAME"] = sql::SQLString("utf8mb4");
   // TLS (Connector/C++ 1.1 connection properties). Values are file paths, handed to the driver as
   // they are. OPT_SSL_MODE is honoured by a connector built on libmysqlclient; one built on
-  // MariaDB's libmariadb (Debian's) ignores it, so sslVerify (MYSQL_OPT_SSL_VERIFY_SERVER_CERT: the
-  // certificate against the CA and the host name; there both verify modes check the host name)
-  // makes the verify modes refuse a server without TLS, and every mode from `required` on is also
-  // checked after the connect (tls_in_use below).
+  // MariaDB's libmariadb (Debian's) ignores it: there sslEnforce (MYSQL_OPT_SSL_ENFORCE) makes the
+  // client start TLS, and sslVerify (MYSQL_OPT_SSL_VERIFY_SERVER_CERT: the certificate against the
+  // CA and the host name; there both verify modes check the host name) makes it refuse a server
+  // without TLS. libmariadb falls back to plain text under sslEnforce alone, so every mode from
+  // `required` on is also checked after the connect (tls_in_use below).
   using tls = connect_params::tls;
   const auto path_prop = [&props](const char* name, const std::string& v) {
     if (!v.empty()) props[name] = sql::SQLString(v);
@@ -198,13 +199,16 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
       break;  // the driver's default
     case tls::required:
       props["OPT_SSL_MODE"] = static_cast<int>(sql::SSL_MODE_REQUIRED);
+      props["sslEnforce"] = true;
       break;
     case tls::verify_ca:
       props["OPT_SSL_MODE"] = static_cast<int>(sql::SSL_MODE_VERIFY_CA);
+      props["sslEnforce"] = true;
       props["sslVerify"] = true;
       break;
     case tls::verify_identity:
       props["OPT_SSL_MODE"] = static_cast<int>(sql::SSL_MODE_VERIFY_IDENTITY);
+      props["sslEnforce"] = true;
       props["sslVerify"] = true;
       break;
   }

@@ -792,6 +792,8 @@ TEST(MysqlUrl, SslModeReachesTheDriver) {
         std::string("ssl-mode=verify_identity&ssl-ca=/nonexistent/ca.pem"),
         std::string("ssl-mode=verify_ca&ssl-ca=/nonexistent/ca.pem")}) {
     if (tls && query.find("nonexistent") == std::string::npos) {
+      // A server with TLS: ssl-mode=required makes the client start TLS (libmariadb does not by
+      // itself, without certificate parameters) and connects.
       EXPECT_NO_THROW(sqllock::connect(with_param(url(), query))) << query;
       continue;
     }
@@ -803,6 +805,16 @@ TEST(MysqlUrl, SslModeReachesTheDriver) {
       EXPECT_TRUE(what.find("TLS") != std::string::npos || what.find("SSL") != std::string::npos) << what;
       EXPECT_EQ(what.find(parsed.password), std::string::npos) << what;
       EXPECT_EQ(e.backend(), "mysql");
+    }
+  }
+  // With the server's CA (SQLLOCK_TEST_MYSQL_SSL_CA, when the server has TLS), the verify modes
+  // connect, and a wrong CA is refused.
+  if (const std::string ca = env("SQLLOCK_TEST_MYSQL_SSL_CA"); tls && !ca.empty()) {
+    for (const std::string mode : {"verify_ca", "verify_identity"}) {
+      EXPECT_NO_THROW(sqllock::connect(with_param(url(), "ssl-mode=" + mode + "&ssl-ca=" + ca))) << mode;
+      EXPECT_THROW(sqllock::connect(with_param(url(), "ssl-mode=" + mode + "&ssl-ca=/etc/ssl/certs/ca-certificates.crt")),
+                   sqllock::connection_lost)
+          << mode;
     }
   }
 }

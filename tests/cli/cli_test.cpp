@@ -1361,6 +1361,8 @@ TEST_F(cli, mariadb_scheme_ssl_mode_and_sqlite_mode_ro) {
   EXPECT_FALSE(file_exists(path("ran")));
   r = sqllock({"status", "--url", "sqlite:" + path("missing.db") + "?mode=ro"});
   EXPECT_EQ(r.exit_code, 69) << r.err;
+  // The migrate command it suggests can run (migrate refuses a read-only URL).
+  EXPECT_NE(r.err.find("sqllock migrate --url 'sqlite:" + path("missing.db") + "'"), std::string::npos) << r.err;
   EXPECT_FALSE(file_exists(path("missing.db")));
   EXPECT_FALSE(file_exists(path("missing.db?mode=ro")));
   r = sqllock({"status", "--url", url_ + "?mode=rwc"});

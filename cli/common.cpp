@@ -71,6 +71,15 @@ bool authentication_failed(const sqllock::error& e) {
   return false;
 }
 
+/// The URL to suggest to `sqllock migrate`: without a sqlite `mode=ro`, which migrate refuses.
+std::string migrate_url(std::string url) {
+  if (!url.starts_with("sqlite:")) return url;
+  for (const char* part : {"&mode=ro", "mode=ro&", "?mode=ro"}) {
+    if (auto at = url.find(part); at != std::string::npos) return url.erase(at, std::string_view(part).size());
+  }
+  return url;
+}
+
 }  // namespace
 
 bool report_missing_sqlite_file(const std::string& url, const std::string& redacted_url) {
@@ -79,7 +88,7 @@ bool report_missing_sqlite_file(const std::string& url, const std::string& redac
   std::error_code ec;
   if (std::filesystem::exists(u.path, ec) || ec) return false;  // an unreadable one: let the open say why
   print_error(redacted_url + ": the database file does not exist (create it with `sqllock migrate --url '" +
-              redacted_url + "'`)");
+              migrate_url(redacted_url) + "'`)");
   return true;
 }
 
@@ -96,7 +105,7 @@ int report_exception(const std::string& redacted_url) {
     // gives the exact command line instead, once.
     std::string what = e.what();
     if (const auto hint = what.find(": run `sqllock migrate`"); hint != std::string::npos) what.resize(hint);
-    print_error(about(redacted_url, what) + " (run `sqllock migrate --url '" + redacted_url +
+    print_error(about(redacted_url, what) + " (run `sqllock migrate --url '" + migrate_url(redacted_url) +
                 "'` to create or upgrade the lock tables)");
     return exit_code::unavailable;
   } catch (const sqllock::connection_lost& e) {

@@ -155,7 +155,7 @@ int main_impl(int argc, char** argv) {
   common_options common;
   const auto add_common = [&common](CLI::App* cmd) {
     cmd->add_option("--url", common.url,
-                    "database URL: postgresql://..., mysql://..., sqlite:PATH, sqlite::memory: "
+                    "database URL: postgresql://..., mysql://... (or mariadb://...), sqlite:PATH, sqlite::memory: "
                     "(default: $SQLLOCK_URL, else sqlite:sqllock.db)");
     cmd->add_flag("-v,--verbose", common.verbosity, "also log the library's info and debug messages");
     // The library's own options; each may instead ride on the URL (?sqllock_table=...), which wins.

@@ -15,6 +15,14 @@ bool flag_value(const std::string& key, const std::string& value) {
 /// Move every sqllock_ parameter of `url` into `options` (the URL's value wins over the caller's:
 /// the URL is where a deployment says how to reach its database, e.g. through PgBouncer).
 void take_url_options(database_url& url, client_options& options) {
+  // SQLite's mode=ro (parse_url accepts only ro and rw there) opens read-only; mode=rw, the
+  // default, leaves a client the caller asked to be read-only read-only.
+  if (url.scheme == database_url::kind::sqlite) {
+    if (auto mode = url.params.find("mode"); mode != url.params.end()) {
+      if (mode->second == "ro") options.read_only = true;
+      url.params.erase(mode);
+    }
+  }
   for (auto it = url.params.begin(); it != url.params.end();) {
     const std::string& key = it->first;
     if (!key.starts_with("sqllock_")) {

@@ -255,8 +255,9 @@ class SQLLOCK_EXPORT client {
 };
 
 /// Connect to the lock database named by `url`:
-///   postgresql://user:pass@host:port/db?... (or postgres://), mysql://user:pass@host:port/db,
-///   sqlite:PATH, sqlite:///abs/path.db, sqlite::memory:
+///   postgresql://user:pass@host:port/db?... (or postgres://), mysql://user:pass@host:port/db
+///   (or mariadb://; TLS: ?ssl-mode=...&ssl-ca=...&ssl-cert=...&ssl-key=...),
+///   sqlite:PATH, sqlite:///abs/path.db, sqlite::memory: (sqlite:PATH?mode=ro: read_only)
 /// Throws invalid_argument (bad URL or unknown scheme, or a backend not built in), connection_lost
 /// (unreachable), schema_missing (when options.require_schema and the tables are missing or old).
 SQLLOCK_EXPORT client connect(std::string_view url, const client_options& options = {});

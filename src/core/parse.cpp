@@ -246,6 +246,25 @@ void parse_server_url(std::string_view rest, database_url& u) {
   }
 }
 
+// Whether the text after a '?' in a sqlite: URL is a query: key=value pairs joined by '&', each
+// key made of letters, digits and '_' (so "odd?name.db" stays a file name), or anything starting
+// with one of the keys sqlite: URLs take (then a malformed part is an error, not a file name).
+bool looks_like_query(std::string_view text) {
+  if (text.starts_with("sqllock_") || text.starts_with("mode=")) return true;
+  if (text.empty()) return false;
+  while (true) {
+    const auto amp = text.find('&');
+    const std::string_view kv = text.substr(0, amp);
+    const auto eq = kv.find('=');
+    if (eq == std::string_view::npos || eq == 0) return false;
+    for (char c : kv.substr(0, eq)) {
+      if (!is_ident_char(c)) return false;
+    }
+    if (amp == std::string_view::npos) return true;
+    text = text.substr(amp + 1);
+  }
+}
+
 // Percent-encode every byte of `s` except unreserved ones and those in `keep`.
 std::string percent_encode(std::string_view s, std::string_view keep = {}) {
   static const char hex[] = "0123456789ABCDEF";
@@ -265,9 +284,12 @@ std::string percent_encode(std::string_view s, std::string_view keep = {}) {
 
 // The URL from its parts; `secrets_shown` false puts *** in place of every credential.
 std::string rebuild(const database_url& u, bool secrets_shown) {
-  std::string out = std::string_view(u.original).starts_with("postgres://") ? "postgres://"
-                    : u.scheme == database_url::kind::mysql                ? "mysql://"
-                                                                           : "postgresql://";
+  // The scheme as written (postgres:// and mariadb:// are spellings of postgresql:// and mysql://).
+  const std::string_view original = u.original;
+  std::string out = original.starts_with("postgres://")  ? "postgres://"
+                    : original.starts_with("mariadb://") ? "mariadb://"
+                    : u.scheme == database_url::kind::mysql ? "mysql://"
+                                                            : "postgresql://";
   // Readable where it cannot be misread: printable ASCII other than the URL's delimiters stays.
   const std::string_view readable = "!$'()*+,;_";
   if (!u.user.empty() || !u.password.empty()) {
@@ -345,8 +367,9 @@ database_url parse_url(std::string_view url) {
   if (url.starts_with("sqlite:")) {
     u.scheme = database_url::kind::sqlite;
     std::string_view rest = url.substr(7);
-    // sqllock's own parameters may follow a '?'; any other '?' is part of the file name.
-    if (auto q = rest.find('?'); q != std::string_view::npos && rest.substr(q + 1).starts_with("sqllock_")) {
+    // A '?' followed by key=value parameters starts the query: sqllock's own sqllock_ ones and
+    // SQLite's `mode` (ro or rw). Any other '?' is part of the file name.
+    if (auto q = rest.find('?'); q != std::string_view::npos && looks_like_query(rest.substr(q + 1))) {
       std::string_view query = rest.substr(q + 1);
       rest = rest.substr(0, q);
       while (!query.empty()) {
@@ -354,10 +377,21 @@ database_url parse_url(std::string_view url) {
         std::string_view kv = query.substr(0, amp);
         query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
         auto eq = kv.find('=');
-        if (!kv.starts_with("sqllock_") || eq == std::string_view::npos) {
-          throw invalid_argument("invalid URL: sqlite: URLs take only sqllock_ parameters, written key=value");
+        if (eq == std::string_view::npos || eq == 0) {
+          throw invalid_argument("invalid URL: sqlite: parameters are written key=value");
         }
-        u.params[percent_decode(kv.substr(0, eq), "parameters")] = percent_decode(kv.substr(eq + 1), "parameters");
+        std::string key = percent_decode(kv.substr(0, eq), "parameters");
+        std::string value = percent_decode(kv.substr(eq + 1), "parameters");
+        if (key == "mode") {
+          if (value != "ro" && value != "rw") {
+            throw invalid_argument("invalid URL: sqlite: mode=" + printable(value, 20) +
+                                   " is not supported (mode=ro opens read-only, mode=rw read-write)");
+          }
+        } else if (!key.starts_with("sqllock_")) {
+          throw invalid_argument("invalid URL: sqlite: unknown parameter '" + printable(key, 40) +
+                                 "' (sqlite: URLs take mode=ro|rw and sqllock_ parameters)");
+        }
+        u.params[key] = value;
       }
     }
     if (rest == ":memory:") {
@@ -382,17 +416,21 @@ database_url parse_url(std::string_view url) {
   } else if (url.starts_with("mysql://")) {
     u.scheme = database_url::kind::mysql;
     rest = url.substr(8);
+  } else if (url.starts_with("mariadb://")) {  // the same backend: MariaDB and MySQL speak one protocol
+    u.scheme = database_url::kind::mysql;
+    rest = url.substr(10);
   } else {
     auto colon = url.find(':');
     std::string scheme = colon == std::string_view::npos ? std::string("(none)") : printable(url.substr(0, colon), 20);
     throw invalid_argument("invalid URL: unknown scheme '" + scheme +
-                           "' (expected postgresql://, postgres://, mysql:// or sqlite:)");
+                           "' (expected postgresql://, postgres://, mysql://, mariadb:// or sqlite:)");
   }
   parse_server_url(rest, u);
   if (u.scheme == database_url::kind::mysql) {
-    if (u.host.empty()) throw invalid_argument("invalid URL: mysql:// needs a host");
+    const std::string scheme = url.starts_with("mariadb://") ? "mariadb://" : "mysql://";
+    if (u.host.empty()) throw invalid_argument("invalid URL: " + scheme + " needs a host");
     if (u.database.empty())
-      throw invalid_argument("invalid URL: mysql:// needs a database (mysql://user:pass@host:port/db)");
+      throw invalid_argument("invalid URL: " + scheme + " needs a database (" + scheme + "user:pass@host:port/db)");
   }
   return u;
 }

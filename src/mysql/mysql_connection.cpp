@@ -46,19 +46,69 @@ int parse_int_param(const std::string& key, const std::string& text, int lo, int
   return static_cast<int>(v);
 }
 
+/// Whether the connection runs over TLS (its session's Ssl_cipher is set).
+bool tls_in_use(sql::Connection& c) {
+  std::unique_ptr<sql::Statement> s(c.createStatement());
+  std::unique_ptr<sql::ResultSet> r(s->executeQuery(statement_text("session_tls", "sqllock_locks")));
+  return r->next() && !std::string(r->getString(2)).empty();
+}
+
 }  // namespace
 
 connect_params make_connect_params(const database_url& url) {
+  using tls = connect_params::tls;
   connect_params p;
   p.url = url;
+  bool mode_given = false;
   for (const auto& [key, val] : url.params) {
     if (key == "connect_timeout") {
       p.connect_timeout_s = parse_int_param(key, val, 1, 3600);
     } else if (key == "socket") {
       if (val.empty()) throw invalid_argument("mysql URL parameter socket must name a path");
+    } else if (key == "ssl-mode") {
+      std::string mode;
+      for (char c : val) mode += static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+      static const std::pair<const char*, tls> modes[] = {{"disabled", tls::disabled},
+                                                          {"preferred", tls::preferred},
+                                                          {"required", tls::required},
+                                                          {"verify_ca", tls::verify_ca},
+                                                          {"verify_identity", tls::verify_identity}};
+      const auto* found = std::find_if(std::begin(modes), std::end(modes), [&](const auto& m) { return mode == m.first; });
+      if (found == std::end(modes)) {
+        std::string shown;
+        for (char c : val.substr(0, 32)) shown += c >= 0x20 && c < 0x7f ? c : '?';
+        throw invalid_argument("mysql URL parameter ssl-mode: unknown value '" + shown +
+                               "' (known: disabled, preferred, required, verify_ca, verify_identity)");
+      }
+      p.ssl_mode = found->second;
+      mode_given = true;
+    } else if (key == "ssl-ca" || key == "ssl-capath" || key == "ssl-cert" || key == "ssl-key" ||
+               key == "ssl-cipher") {
+      if (val.empty()) throw invalid_argument("mysql URL parameter " + key + " must not be empty");
+      (key == "ssl-ca"       ? p.ssl_ca
+       : key == "ssl-capath" ? p.ssl_capath
+       : key == "ssl-cert"   ? p.ssl_cert
+       : key == "ssl-key"    ? p.ssl_key
+                             : p.ssl_cipher) = val;
     } else {
-      throw invalid_argument("unknown mysql URL parameter '" + key + "' (known: connect_timeout, socket)");
+      throw invalid_argument("unknown mysql URL parameter '" + key +
+                             "' (known: connect_timeout, socket, ssl-mode, ssl-ca, ssl-capath, ssl-cert, ssl-key, "
+                             "ssl-cipher)");
     }
+  }
+  if (p.ssl_cert.empty() != p.ssl_key.empty()) {
+    throw invalid_argument(std::string("mysql URL parameter ") + (p.ssl_cert.empty() ? "ssl-key" : "ssl-cert") +
+                           " needs " + (p.ssl_cert.empty() ? "ssl-cert" : "ssl-key") +
+                           " too (the client certificate and its key)");
+  }
+  const bool any_file = !p.ssl_ca.empty() || !p.ssl_capath.empty() || !p.ssl_cert.empty() || !p.ssl_cipher.empty();
+  if (mode_given && p.ssl_mode == tls::disabled && any_file) {
+    throw invalid_argument("mysql URL: ssl-mode=disabled contradicts ssl-ca, ssl-capath, ssl-cert, ssl-key or ssl-cipher");
+  }
+  if ((p.ssl_mode == tls::verify_ca || p.ssl_mode == tls::verify_identity) && p.ssl_ca.empty() && p.ssl_capath.empty()) {
+    throw invalid_argument(std::string("mysql URL: ssl-mode=") +
+                           (p.ssl_mode == tls::verify_ca ? "verify_ca" : "verify_identity") +
+                           " needs ssl-ca (or ssl-capath): the certificate authority to verify the server with");
   }
   return p;
 }
@@ -125,8 +175,49 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
   props["OPT_RECONNECT"] = false;
   props["CLIENT_FOUND_ROWS"] = found_rows;
   props["OPT_CHARSET_NAME"] = sql::SQLString("utf8mb4");
+  // TLS (Connector/C++ 1.1 connection properties). Values are file paths, handed to the driver as
+  // they are. OPT_SSL_MODE is honoured by a connector built on libmysqlclient; one built on
+  // MariaDB's libmariadb (Debian's) ignores it: there sslEnforce (MYSQL_OPT_SSL_ENFORCE) makes the
+  // client start TLS, and sslVerify (MYSQL_OPT_SSL_VERIFY_SERVER_CERT: the certificate against the
+  // CA and the host name; there both verify modes check the host name) makes it refuse a server
+  // without TLS. libmariadb falls back to plain text under sslEnforce alone, so every mode from
+  // `required` on is also checked after the connect (tls_in_use below).
+  using tls = connect_params::tls;
+  const auto path_prop = [&props](const char* name, const std::string& v) {
+    if (!v.empty()) props[name] = sql::SQLString(v);
+  };
+  path_prop("sslCA", params.ssl_ca);
+  path_prop("sslCAPath", params.ssl_capath);
+  path_prop("sslCert", params.ssl_cert);
+  path_prop("sslKey", params.ssl_key);
+  path_prop("sslCipher", params.ssl_cipher);
+  switch (params.ssl_mode) {
+    case tls::disabled:
+      props["OPT_SSL_MODE"] = static_cast<int>(sql::SSL_MODE_DISABLED);
+      break;
+    case tls::preferred:
+      break;  // the driver's default
+    case tls::required:
+      props["OPT_SSL_MODE"] = static_cast<int>(sql::SSL_MODE_REQUIRED);
+      props["sslEnforce"] = true;
+      break;
+    case tls::verify_ca:
+      props["OPT_SSL_MODE"] = static_cast<int>(sql::SSL_MODE_VERIFY_CA);
+      props["sslEnforce"] = true;
+      props["sslVerify"] = true;
+      break;
+    case tls::verify_identity:
+      props["OPT_SSL_MODE"] = static_cast<int>(sql::SSL_MODE_VERIFY_IDENTITY);
+      props["sslEnforce"] = true;
+      props["sslVerify"] = true;
+      break;
+  }
   try {
     std::unique_ptr<sql::Connection> c;
+    bool tls_ok = true;  // checked inside the connect's deadline
+    const auto check_tls = [&] {
+      if (c && params.ssl_mode >= tls::required) tls_ok = tls_in_use(*c);
+    };
     if (socket_fd) {
       *socket_fd = -1;
       std::lock_guard lock(connect_mutex());
@@ -161,6 +252,7 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
         }
       } finished{done_mutex, done_cv, done, guard};
       c.reset(driver().connect(props));
+      check_tls();
       std::vector<int> fresh;
       for (const auto& [fd, info] : connected_sockets()) {
         auto it = before.find(fd);
@@ -174,9 +266,16 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
       if (fresh.size() == 1) *socket_fd = fresh.front();
     } else {
       c.reset(driver().connect(props));
+      check_tls();
     }
     if (!c)
       throw connection_lost("mysql: cannot connect to " + url.redacted(), std::string(backend_name), "", "connect");
+    if (!tls_ok) {
+      throw connection_lost("mysql: cannot connect to " + url.redacted() +
+                                ": the URL requires TLS (ssl-mode) but the server did not use TLS/SSL for this "
+                                "connection (does it have TLS configured: have_ssl?)",
+                            std::string(backend_name), "", "connect");
+    }
     return c;
   } catch (const sql::SQLException& e) {
     // A connect error carries no bound values, only names (database, user, host): keep them all

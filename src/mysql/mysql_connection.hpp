@@ -67,6 +67,10 @@ void require_durable(const server_traits& t, bool allow);
 struct connect_params {
   database_url url;
   int connect_timeout_s = 10;
+  /// The URL's ssl-mode (MySQL's --ssl-mode values); preferred when not given.
+  enum class tls { disabled, preferred, required, verify_ca, verify_identity } ssl_mode = tls::preferred;
+  /// File paths handed to the driver (ssl-ca, ssl-capath, ssl-cert, ssl-key) and ssl-cipher; empty: not set.
+  std::string ssl_ca, ssl_capath, ssl_cert, ssl_key, ssl_cipher;
 };
 
 /// Open a connection. found_rows: CLIENT_FOUND_ROWS (affected rows = matched rows).

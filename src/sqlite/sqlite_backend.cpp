@@ -44,7 +44,8 @@ class sqlite_backend final : public backend {
     if (!waker_) waker_ = std::make_unique<waker>(std::string());
     // A client that needs the lock tables can never use a file that does not exist yet: say so
     // instead of creating an empty database (only migrate, with require_schema off, creates one).
-    if (!uri_ && !read_only() && config.options.require_schema) {
+    // A read-only client never creates one either.
+    if (!uri_ && (read_only() || config.options.require_schema)) {
       std::error_code ec;
       if (!std::filesystem::exists(path, ec) && !ec) {
         throw schema_missing("sqlite: the database file '" + path + "' does not exist: run `sqllock migrate` first",

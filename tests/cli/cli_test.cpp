@@ -1329,3 +1329,43 @@ TEST_F(cli_unmigrated, a_schema_missing_message_names_the_migrate_command_once) 
     EXPECT_NE(r.err.find("lock tables are missing"), std::string::npos) << command << ": " << r.err;
   }
 }
+
+// Issue 15: mariadb:// is mysql://, ssl-mode reaches the driver, sqlite:PATH?mode=ro is read-only.
+TEST_F(cli, mariadb_scheme_ssl_mode_and_sqlite_mode_ro) {
+  const char* env_url = std::getenv("SQLLOCK_TEST_MYSQL_URL");
+  ASSERT_TRUE(env_url && std::string(env_url).rfind("mysql://", 0) == 0)
+      << "SQLLOCK_TEST_MYSQL_URL is not set (a failure, not a skip)";
+  const std::string maria = "mariadb://" + std::string(env_url).substr(8);
+  auto r = sqllock({"status", "--url", maria});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = sqllock({"status", "--url", maria + "?ssl-mode=disabled"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = sqllock({"status", "--url", maria + "?ssl-mode=sometimes"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("ssl-mode"), std::string::npos) << r.err;
+  // The test server has no TLS: ssl-mode=required is refused as unreachable (exit 69), naming the
+  // URL as written.
+  r = sqllock({"status", "--url", maria + "?ssl-mode=required"});
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  EXPECT_NE(r.err.find("TLS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mariadb://"), std::string::npos) << "the URL as written: " << r.err;
+
+  // sqlite ?mode=ro: status reads, run cannot acquire, a missing file is not created.
+  auto holder = start(run_args("ro-job", {"--ttl", "20s"}, "echo x > " + path("held") + "; exec sleep 30"));
+  ASSERT_TRUE(wait_for_file(path("held")));
+  r = sqllock({"status", "--url", url_ + "?mode=ro"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ro-job"), std::string::npos) << r.out;
+  r = sqllock({"run", "--url", url_ + "?mode=ro", "--name", "other", "--", "touch", path("ran")});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_FALSE(file_exists(path("ran")));
+  r = sqllock({"status", "--url", "sqlite:" + path("missing.db") + "?mode=ro"});
+  EXPECT_EQ(r.exit_code, 69) << r.err;
+  // The migrate command it suggests can run (migrate refuses a read-only URL).
+  EXPECT_NE(r.err.find("sqllock migrate --url 'sqlite:" + path("missing.db") + "'"), std::string::npos) << r.err;
+  EXPECT_FALSE(file_exists(path("missing.db")));
+  EXPECT_FALSE(file_exists(path("missing.db?mode=ro")));
+  r = sqllock({"status", "--url", url_ + "?mode=rwc"});
+  EXPECT_EQ(r.exit_code, 64) << r.err;
+  EXPECT_NE(r.err.find("mode=rwc"), std::string::npos) << r.err;
+}

@@ -714,3 +714,107 @@ TEST(MysqlErrors, AnUnknownDatabaseIsNamedAndThePasswordIsNot) {
     EXPECT_EQ(what.find(parsed.password), std::string::npos) << what;
   }
 }
+
+// ---- URL forms: mariadb://, TLS parameters ------------------------------------------------------
+
+namespace {
+
+std::string with_param(const std::string& u, const std::string& kv) {
+  return u + (u.find('?') == std::string::npos ? "?" : "&") + kv;
+}
+
+/// Whether the test server offers TLS (have_ssl YES); the shared test server usually does not.
+bool server_has_tls() {
+  auto c = admin_connection();
+  std::unique_ptr<sql::Statement> s(c->createStatement());
+  std::unique_ptr<sql::ResultSet> r(s->executeQuery("SHOW GLOBAL VARIABLES LIKE 'have_ssl'"));
+  return r->next() && std::string(r->getString(2)) == "YES";
+}
+
+}  // namespace
+
+TEST(MysqlUrl, MariadbSchemeConnectsAsMysql) {
+  const std::string u = url();
+  ASSERT_EQ(u.rfind("mysql://", 0), 0u) << "the test URL should be a mysql:// URL";
+  const std::string maria = "mariadb://" + u.substr(8);
+  auto c = sqllock::connect(maria);
+  EXPECT_EQ(c.dialect(), sqllock::dialect::mysql);
+  const std::string name = unique_name("mariadb-scheme");
+  auto held = c.try_acquire(name, {.ttl = 30s});
+  ASSERT_TRUE(held);
+  auto other = make_client();
+  EXPECT_FALSE(other.try_acquire(name)) << "the mariadb:// client's lock is the mysql:// client's lock";
+  bool listed = false;
+  for (const auto& l : other.list_locks()) listed = listed || l.name == name;
+  EXPECT_TRUE(listed);
+}
+
+TEST(MysqlUrl, TlsParametersAreValidatedBeforeConnecting) {
+  // Port 1: a parameter that got past validation would be a connection error, not invalid_argument.
+  const std::string base = "mysql://u:Hunter2x@127.0.0.1:1/db";
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"ssl-mode=bogus", "bogus"},
+      {"ssl-mode=", "ssl-mode"},
+      {"ssl-ca=", "ssl-ca"},
+      {"ssl-cert=/etc/client-cert.pem", "ssl-key"},
+      {"ssl-key=/etc/client-key.pem", "ssl-cert"},
+      {"ssl-mode=verify_ca", "ssl-ca"},
+      {"ssl-mode=verify_identity", "ssl-ca"},
+      {"ssl-mode=disabled&ssl-ca=/etc/ca.pem", "disabled"},
+      {"ssl_mode=required", "ssl_mode"},
+      {"sslmode=require", "sslmode"},
+  };
+  for (const auto& [query, named] : bad) {
+    try {
+      sqllock::connect(base + "?" + query);
+      ADD_FAILURE() << "accepted: " << query;
+    } catch (const sqllock::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(named), std::string::npos) << query << " -> " << what;
+      EXPECT_EQ(what.find("Hunter2x"), std::string::npos) << what;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << query << " -> not invalid_argument: " << e.what();
+    }
+  }
+}
+
+TEST(MysqlUrl, SslModeReachesTheDriver) {
+  const bool tls = server_has_tls();
+  const std::string name = unique_name("ssl-mode");
+  for (const std::string mode : {"disabled", "DISABLED", "preferred"}) {
+    auto c = sqllock::connect(with_param(url(), "ssl-mode=" + mode));
+    auto held = c.try_acquire(name);
+    EXPECT_TRUE(held) << "ssl-mode=" << mode;
+  }
+  const sqllock::database_url parsed = sqllock::parse_url(url());
+  for (const std::string query :
+       {std::string("ssl-mode=required"), std::string("ssl-mode=REQUIRED&connect_timeout=5"),
+        std::string("ssl-mode=verify_identity&ssl-ca=/nonexistent/ca.pem"),
+        std::string("ssl-mode=verify_ca&ssl-ca=/nonexistent/ca.pem")}) {
+    if (tls && query.find("nonexistent") == std::string::npos) {
+      // A server with TLS: ssl-mode=required makes the client start TLS (libmariadb does not by
+      // itself, without certificate parameters) and connects.
+      EXPECT_NO_THROW(sqllock::connect(with_param(url(), query))) << query;
+      continue;
+    }
+    try {
+      sqllock::connect(with_param(url(), query));
+      ADD_FAILURE() << "connected without TLS although the URL says " << query;
+    } catch (const sqllock::connection_lost& e) {
+      const std::string what = e.what();
+      EXPECT_TRUE(what.find("TLS") != std::string::npos || what.find("SSL") != std::string::npos) << what;
+      EXPECT_EQ(what.find(parsed.password), std::string::npos) << what;
+      EXPECT_EQ(e.backend(), "mysql");
+    }
+  }
+  // With the server's CA (SQLLOCK_TEST_MYSQL_SSL_CA, when the server has TLS), the verify modes
+  // connect, and a wrong CA is refused.
+  if (const std::string ca = env("SQLLOCK_TEST_MYSQL_SSL_CA"); tls && !ca.empty()) {
+    for (const std::string mode : {"verify_ca", "verify_identity"}) {
+      EXPECT_NO_THROW(sqllock::connect(with_param(url(), "ssl-mode=" + mode + "&ssl-ca=" + ca))) << mode;
+      EXPECT_THROW(sqllock::connect(with_param(url(), "ssl-mode=" + mode + "&ssl-ca=/etc/ssl/certs/ca-certificates.crt")),
+                   sqllock::connection_lost)
+          << mode;
+    }
+  }
+}

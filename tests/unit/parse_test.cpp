@@ -177,6 +177,100 @@ TEST(ParseUrl, BadUrlsAreInvalidArguments) {
   EXPECT_THROW(sqllock::parse_url(std::string("sqlite:a\0b", 10)), sqllock::invalid_argument);
 }
 
+TEST(ParseUrl, MariadbSchemeIsMysql) {
+  const auto u = sqllock::parse_url("mariadb://app:Hunter2x@db.example:3307/shop?connect_timeout=3");
+  EXPECT_EQ(u.scheme, database_url::kind::mysql);
+  EXPECT_EQ(u.user, "app");
+  EXPECT_EQ(u.password, "Hunter2x");
+  EXPECT_EQ(u.host, "db.example");
+  EXPECT_EQ(u.port, 3307);
+  EXPECT_EQ(u.database, "shop");
+  EXPECT_EQ(u.params.at("connect_timeout"), "3");
+  // Redacted as written (the scheme the user typed), without the password.
+  EXPECT_EQ(u.redacted(), "mariadb://app:***@db.example:3307/shop?connect_timeout=3");
+  EXPECT_EQ(sqllock::parse_url(u.redacted()).scheme, database_url::kind::mysql);
+  // Same rules as mysql://: a host and a database are needed, and errors name the scheme written.
+  for (const char* bad : {"mariadb://h", "mariadb://u:pw@/db", "mariadb://u:pw@h:0/db", "mariadb:/h/db"}) {
+    try {
+      sqllock::parse_url(bad);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()).find("pw@"), std::string::npos) << e.what();
+    }
+  }
+  try {
+    sqllock::parse_url("mariadb://u:pw@h");
+    ADD_FAILURE() << "accepted a URL without a database";
+  } catch (const sqllock::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("mariadb://"), std::string::npos) << e.what();
+  }
+  try {
+    sqllock::parse_url("maria://h/db");
+    ADD_FAILURE() << "accepted an unknown scheme";
+  } catch (const sqllock::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("mariadb://"), std::string::npos) << "the list of schemes: " << e.what();
+  }
+}
+
+TEST(ParseUrl, SqliteModeQuery) {
+  const auto ro = sqllock::parse_url("sqlite:/var/lib/app/locks.db?mode=ro");
+  EXPECT_EQ(ro.path, "/var/lib/app/locks.db");
+  EXPECT_EQ(ro.params.at("mode"), "ro");
+  const auto rw = sqllock::parse_url("sqlite:///abs/path.db?sqllock_table=jobs&mode=rw");
+  EXPECT_EQ(rw.path, "/abs/path.db");
+  EXPECT_EQ(rw.params.at("mode"), "rw");
+  EXPECT_EQ(rw.params.at("sqllock_table"), "jobs");
+  // A '?' that does not start a key=value query stays part of the file name.
+  EXPECT_EQ(sqllock::parse_url("sqlite:odd?name.db").path, "odd?name.db");
+  EXPECT_THROW(sqllock::parse_url("sqlite:x.db?sqllock_table=a&junk"), sqllock::invalid_argument);
+  // Other modes (SQLite's rwc, memory) and other SQLite URI parameters are refused, naming them.
+  for (const std::string& bad : {"sqlite:locks.db?mode=rwc", "sqlite:locks.db?mode=memory", "sqlite:locks.db?mode=",
+                                 "sqlite:locks.db?mode=RO&mode=bogus", "sqlite:locks.db?cache=shared",
+                                 "sqlite:locks.db?mode=ro&vfs=unix-none"}) {
+    try {
+      sqllock::parse_url(bad);
+      ADD_FAILURE() << "accepted: " << bad;
+    } catch (const sqllock::invalid_argument& e) {
+      const std::string what = e.what();
+      const std::string named = bad.find("cache") != std::string::npos ? "cache"
+                                : bad.find("vfs") != std::string::npos ? "vfs"
+                                                                        : "mode";
+      EXPECT_NE(what.find(named), std::string::npos) << bad << " -> " << what;
+    }
+  }
+}
+
+// sqlite:PATH?mode=ro is a read-only client (client_options::read_only): it lists the locks of an
+// existing file, cannot acquire, and never creates a missing file.
+TEST(ConnectUrlOptions, SqliteModeRoIsAReadOnlyClient) {
+  const std::string file =
+      (std::filesystem::temp_directory_path() / ("sqllock_url_ro_" + std::to_string(::getpid()) + ".db")).string();
+  const auto cleanup = [&] {
+    for (const char* suffix : {"", "-wal", "-shm", "-sqllock-wait"}) std::filesystem::remove(file + suffix);
+  };
+  cleanup();
+  // A missing file: not created, whatever the client's own options say.
+  EXPECT_THROW(sqllock::connect("sqlite:" + file + "?mode=ro"), sqllock::schema_missing);
+  EXPECT_THROW(sqllock::connect("sqlite:" + file + "?mode=ro", {.require_schema = false}), sqllock::schema_missing);
+  EXPECT_FALSE(std::filesystem::exists(file)) << "mode=ro created " << file;
+  {
+    auto writer = sqllock::connect("sqlite:" + file, {.require_schema = false});
+    writer.migrate();
+    auto held = writer.try_acquire("ro-held", {.ttl = 60s});
+    ASSERT_TRUE(held);
+    auto reader = sqllock::connect("sqlite:" + file + "?mode=ro");
+    const auto locks = reader.list_locks();
+    ASSERT_EQ(locks.size(), 1u);
+    EXPECT_EQ(locks.front().name, "ro-held");
+    EXPECT_THROW((void)reader.try_acquire("ro-other"), sqllock::invalid_argument);
+    EXPECT_THROW(reader.migrate(), sqllock::invalid_argument);
+    // mode=rw is the default: a read-write client.
+    auto rw = sqllock::connect("sqlite:" + file + "?mode=rw");
+    EXPECT_TRUE(rw.try_acquire("rw-free"));
+  }
+  cleanup();
+}
+
 TEST(ParseDuration, Units) {
   EXPECT_EQ(sqllock::parse_duration("500ms"), 500ms);
   EXPECT_EQ(sqllock::parse_duration("30s"), 30s);

@@ -448,7 +448,12 @@ class Driver:
                 p.killed_by_us = True
                 self.signal(p, signal.SIGKILL)
                 p.popen.wait()
-            if p.exit_code not in (0, None, -9) and not p.killed_by_us:
+            never_started = not os.path.exists(p.log_path) or os.path.getsize(p.log_path) == 0
+            if p.exit_code == -signal.SIGTERM and never_started:
+                # A respawn that our SIGTERM reached before its handler was installed (it had not
+                # written its first line yet): not a crash.
+                self.notes.append(f"lock worker {p.index} ended by the end-of-phase SIGTERM before it started")
+            elif p.exit_code not in (0, None, -9) and not p.killed_by_us:
                 self.v.add("worker_crashed", f"lock worker {p.index} exited with {p.exit_code}")
             p.poll_log()
         try:

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "sqllock/client.hpp"
+#include "sqllock/export.hpp"
 
 namespace sqllock {
 
@@ -21,12 +22,12 @@ namespace sqllock {
 /// numbers the term (strictly increasing from term to term), `options.on_lost` tells the leader
 /// that it stopped leading, and releasing it (or its destructor) steps down. Throws acquire_timeout
 /// (naming the current leader) or cancelled (`stop`), like client::acquire_for.
-lease_guard await_leadership(client& c, std::string_view election, std::chrono::milliseconds timeout,
-                             const lease_options& options = {}, std::stop_token stop = {});
+SQLLOCK_EXPORT lease_guard await_leadership(client& c, std::string_view election, std::chrono::milliseconds timeout,
+                                            const lease_options& options = {}, std::stop_token stop = {});
 
 /// Who leads `election` now, as the database shows it (`holder` is the leader's label,
 /// client_options::holder_id); std::nullopt when nobody holds a live lease of it.
-std::optional<lock_info> current_leader(client& c, std::string_view election);
+SQLLOCK_EXPORT std::optional<lock_info> current_leader(client& c, std::string_view election);
 
 /// Why a leader_latch's leadership ended.
 enum class leadership_end {
@@ -35,7 +36,7 @@ enum class leadership_end {
 };
 
 /// How a leader_latch takes part.
-struct leader_latch_options {
+struct SQLLOCK_EXPORT leader_latch_options {
   /// The leadership lease (ttl, max_hold ...). Its own on_lost / on_at_risk are called too.
   lease_options lease;
   /// Called when this participant becomes leader, with the term's fencing token.
@@ -53,7 +54,7 @@ struct leader_latch_options {
 /// the client's watchdog or deadline thread; otherwise they run on the latch's thread. They must
 /// not call into the latch. The client must outlive the latch; use one client (or, with
 /// holder_scope::per_thread, one latch per client) per participant. Not movable.
-class leader_latch {
+class SQLLOCK_EXPORT leader_latch {
  public:
   leader_latch(client& c, std::string election, leader_latch_options options = {});
   leader_latch(const leader_latch&) = delete;

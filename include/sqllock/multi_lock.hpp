@@ -10,13 +10,14 @@
 #include <vector>
 
 #include "sqllock/client.hpp"
+#include "sqllock/export.hpp"
 
 namespace sqllock {
 
 /// The leases of a multi-lock, one per distinct name, in sorted name order. Move-only. Releases
 /// every lease exactly once, in reverse order: explicitly, or in its destructor (which never
 /// throws; a failed release goes to the client's log callback).
-class multi_lease_guard {
+class SQLLOCK_EXPORT multi_lease_guard {
  public:
   multi_lease_guard() noexcept = default;
   multi_lease_guard(multi_lease_guard&&) noexcept = default;
@@ -61,12 +62,14 @@ class multi_lease_guard {
 /// that name and its holder), `stop` is requested (cancelled), or any error occurs, the names
 /// already taken are released, in reverse order, before the error is thrown.
 /// Throws invalid_argument, acquiring nothing, for an empty set, a bad name or a negative timeout.
-multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names, std::chrono::milliseconds timeout,
-                              const lease_options& options = {}, std::stop_token stop = {});
+SQLLOCK_EXPORT multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names,
+                                             std::chrono::milliseconds timeout, const lease_options& options = {},
+                                             std::stop_token stop = {});
 
 /// Like acquire_all, but std::nullopt (with nothing held) when the set is not acquired in time.
-std::optional<multi_lease_guard> try_acquire_all(client& c, const std::vector<std::string>& names,
-                                                 std::chrono::milliseconds timeout,
-                                                 const lease_options& options = {}, std::stop_token stop = {});
+SQLLOCK_EXPORT std::optional<multi_lease_guard> try_acquire_all(client& c, const std::vector<std::string>& names,
+                                                                std::chrono::milliseconds timeout,
+                                                                const lease_options& options = {},
+                                                                std::stop_token stop = {});
 
 }  // namespace sqllock

@@ -332,6 +332,8 @@ class Driver:
         elif skew and not self.faketime_lib:
             self.notes.append("libfaketime not found: no skewed workers")
         lock_kw = dict(ttl=o.ttl_ms, wait=o.wait_ms, slow_tx_pct=10)
+        if o.guard_pct:
+            lock_kw["guard_pct"] = o.guard_pct
         # Workload shapes: random outer TTLs, reentrant nesting, workers sharing a holder label.
         if o.ttl_max_ms > o.ttl_ms:
             lock_kw["ttl_max"] = o.ttl_max_ms
@@ -1114,7 +1116,8 @@ class Driver:
         per_proc = self.read_history()
         css = self.critical_sections(per_proc)
         self.hist = dict(critical_sections=len(css), overlap=0, late_loss_report=0, token_reused=0,
-                         excused_paused=0)
+                         excused_paused=0, guarded_writes=0, stale_guarded_write=0)
+        self.check_guarded_writes(per_proc)
         stops = [ev for ev in self.events if ev["kind"] == "stop"]
         by_name = {}
         for cs in css:
@@ -1195,6 +1198,37 @@ class Driver:
                                f"{sem}: {len(inside) + 1} critical sections inside at once with {n_permits} permits "
                                f"(times relative to worker {y['index']}'s acquisition):\n" + "\n".join(lines))
                 active.append(y)
+
+    def check_guarded_writes(self, per_proc):
+        """A write made in a guarded transaction (require_lease) commits only while its lease is held:
+        no acquisition of the name with a larger token may have been acknowledged before the write
+        even began. Not excused by pauses: a frozen holder's guarded write must be refused."""
+        acks = {}
+        for _, recs in per_proc:
+            for r in recs:
+                if r["op"] == "acquire" and r["phase"] == "ok":
+                    acks.setdefault(r["name"], []).append(r)
+        for _, recs in per_proc:
+            pending = None
+            for r in recs:
+                if r["op"] != "write":
+                    continue
+                if r["phase"] == "invoke":
+                    pending = r if r["detail"].endswith(":guarded") else None
+                    continue
+                if pending is None or r["phase"] != "ok" or r["detail"] != "applied":
+                    pending = None
+                    continue
+                w, pending = pending, None
+                self.hist["guarded_writes"] += 1
+                later = [a for a in acks.get(w["name"], []) if a["token"] > w["token"] and a["t"] < w["t"]]
+                if later:
+                    a = min(later, key=lambda x: x["t"])
+                    self.hist["stale_guarded_write"] += 1
+                    self.v.add("stale_guarded_write",
+                               f"{w['name']}: worker {w['index']} committed a guarded write with token {w['token']} "
+                               f"begun {(w['t'] - a['t']) / 1000:.3f} ms after worker {a['index']} was acknowledged "
+                               f"token {a['token']}")
 
     def excused(self, pid, t0, t1):
         """True when a stop of this process or a server restart overlapped [t0, t1]."""
@@ -1405,6 +1439,8 @@ def main():
     ap.add_argument("--permits", type=int, default=0,
                     help="N >= 2: every name is a counting semaphore of N permits, lock workers take one "
                          "permit each (logged as NAME#SLOT); no nesting")
+    ap.add_argument("--guard-pct", type=int, default=50,
+                    help="percent of the fenced writes made in a guarded transaction (tx.require_lease)")
     ap.add_argument("--print-max", type=int, default=5, help="violations printed per kind")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")

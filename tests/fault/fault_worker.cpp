@@ -3,6 +3,8 @@
 //   fault_worker setup     --url U --prefix P --names N [--stock S] [--permits N]
 //   fault_worker lock      --url U --prefix P --names N --ttl MS --wait MS --log F --index I
 //                          [--ttl-max MS] [--nest-pct N] [--nest-ttl shorter|longer|both] [--holder LABEL]
+//                          [--guard-pct N]        (N % of the fenced writes also run tx.require_lease(lease):
+//                                                  a guarded write must never commit after a takeover)
 //                          [--durable-writes 1]   (PostgreSQL: SET LOCAL synchronous_commit = on in the
 //                                                  write transaction, for runs whose server default is off)
 //                          [--permits N]          (N >= 2: each name is a counting semaphore of N permits;
@@ -363,6 +365,7 @@ int run_lock(const args& a) {
   // --permits N: each name is a semaphore of N permits; one permit per acquisition, logged as <name>#<slot>.
   const int permits = static_cast<int>(a.num("permits", 0));
   int nest_pct = permits > 0 ? 0 : static_cast<int>(a.num("nest-pct", 0));  // a permit is never re-entered
+  const int guard_pct = static_cast<int>(a.num("guard-pct", 0));
   const std::string nest_ttl = a.get("nest-ttl", "both");  // the inner TTL: shorter|longer|both
   const std::string label = a.get("holder");
   // The application's own writes follow the server's durability default; a run that makes it lazy
@@ -378,6 +381,10 @@ int run_lock(const args& a) {
   if (!c) return 0;
   const std::string update = "UPDATE " + res_table(prefix) +
                              " SET val = ?, token = ?, writer = ? WHERE res_id = ? AND token <= ?";
+  // A guarded write carries no fence condition: the guard alone must keep a stale holder out
+  // (the resource's applied tokens must still increase in commit order).
+  const std::string update_guarded =
+      "UPDATE " + res_table(prefix) + " SET val = ?, token = ?, writer = ? WHERE res_id = ?";
   const std::string insert = "INSERT INTO " + aw_table(prefix) + " (res_id, token, holder, val) VALUES (?, ?, ?, ?)";
   int consecutive_errors = 0;
   std::int64_t seq = 0;
@@ -498,11 +505,18 @@ int run_lock(const args& a) {
     auto t_ws = now_us();
     std::string applied = "0";
     bool committing = false;
-    op("invoke", "write", name, token, std::to_string(val));
+    // A guarded write (issue 13): the transaction first checks the lease in the database and holds
+    // off every takeover until it ends; the history checker then demands that it never commits
+    // after another worker's acquisition of the name was acknowledged, and (with no fence
+    // condition in its UPDATE) that applied tokens still increase in commit order.
+    const bool guarded = pick(0, 99) < guard_pct;
+    op("invoke", "write", name, token, std::to_string(val) + (guarded ? ":guarded" : ""));
     try {
       auto tx = c->begin();
+      if (guarded) tx.require_lease(*g);
       if (durable_writes && c->backend_name() == "postgresql") tx.execute("SET LOCAL synchronous_commit = on");
-      auto n = tx.execute(update, {val, token, holder, name, token});
+      auto n = guarded ? tx.execute(update_guarded, {val, token, holder, name})
+                       : tx.execute(update, {val, token, holder, name, token});
       if (n == 1) tx.execute(insert, {name, token, holder, val});
       log.line("X", name, token, now_us());  // inside the transaction, its writes not yet committed
       if (pick(0, 99) < slow_pct) std::this_thread::sleep_for(std::chrono::milliseconds(pick(100, 400)));

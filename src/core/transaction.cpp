@@ -115,7 +115,11 @@ void transaction::require_lease(const lease_guard& lease) {
     // name() of an empty guard throws invalid_argument; a released one is not held any more.
     throw not_holder("require_lease: lease '" + lease.name() + "' was already released by this guard");
   }
-  const detail::lease_ref ref{lease.name(), lease.owner_id(), lease.fencing_token()};
+  // The lock row the lease holds: for a semaphore permit, the permit's own row (name() is the
+  // semaphore's name, which names no row).
+  const detail::lease_ref ref{lease.state_->acq->ref.name, lease.owner_id(), lease.fencing_token()};
+  const std::string shown = lease.permit() >= 0 ? lease.name() + "' permit " + std::to_string(lease.permit())
+                                                 : lease.name() + "'";
   const std::string& table = lease.lock_table();
   bool held = false;
   try {
@@ -126,7 +130,7 @@ void transaction::require_lease(const lease_guard& lease) {
   }
   if (!held) {
     guard_failed_ = true;
-    throw lease_lost("lease '" + ref.name + "' (token " + std::to_string(ref.token) +
+    throw lease_lost("lease '" + shown + " (token " + std::to_string(ref.token) +
                      ") is no longer held: this transaction must not write");
   }
   // Until this transaction ends, the lease is guarded (the watchdog may leave it out of batches).

@@ -99,6 +99,25 @@ TEST(Semaphore, AWaiterGetsTheReleasedPermit) {
   EXPECT_EQ(g.permit(), g2->permit());
 }
 
+// A held permit guards a transaction (transaction::require_lease) like a lock's lease: the check reads
+// the permit's own row, not a row named after the semaphore (found by the fault harness with
+// --permits: every guarded write of a permit was refused with lease_lost).
+TEST(Semaphore, AHeldPermitGuardsATransaction) {
+  auto a = make_client();
+  auto b = make_client();
+  const auto name = unique_name("sem_guard");
+  auto g0 = b.try_acquire_permit(name, 2);  // another holder on the other slot
+  auto g = a.try_acquire_permit(name, 2);
+  ASSERT_TRUE(g0 && g);
+  {
+    auto tx = a.begin();
+    EXPECT_NO_THROW(tx.require_lease(*g));
+    tx.commit();
+  }
+  g->release();
+  g0->release();
+}
+
 // The permit of a holder that stops renewing (it died) expires on the database clock and is free
 // again; its guard reports the loss.
 TEST(Semaphore, APermitOfADeadHolderExpiresAndBecomesAvailable) {

@@ -155,9 +155,29 @@ CRASH_KINDS = ("crash", "crash_after_ack")
 ALL_KINDS = ("kill", "kill_mid_tx", "stop", "conn_kill", "conn_kill_mid_tx", "restart") + CRASH_KINDS + PROXY_KINDS
 
 
+def permit_row_name(semaphore, slot):
+    """The lock-table row of permit `slot` of `semaphore`: src/core/permit_name.cpp's derivation
+    ("sqllock.semaphore.<bytes>.<S>.permit.<k>", padded with '.' to 256 bytes)."""
+    out = f"sqllock.semaphore.{len(semaphore.encode())}.{semaphore}.permit.{slot}"
+    return out + "." * max(0, 256 - len(out.encode()))
+
+
+def lock_row_of(name):
+    """The lock row of a logged name: the name itself, or the permit row of <semaphore>#<slot>."""
+    sem, hash_, slot = name.rpartition("#")
+    return permit_row_name(sem, int(slot)) if hash_ and slot.isdigit() else name
+
+
+def base_name(name):
+    """The semaphore of a logged <semaphore>#<slot> (a lock name unchanged)."""
+    sem, hash_, _ = name.rpartition("#")
+    return sem if hash_ else name
+
+
 class Driver:
     def __init__(self, opts):
         self.o = opts
+        self.permits = opts.permits  # >= 2: every name is a semaphore; lock workers take one permit
         self.backend = opts.backend
         self.rng = random.Random(opts.seed)
         # Tables and names unique per run, also when a seed is replayed (a failed run keeps its tables).
@@ -196,6 +216,8 @@ class Driver:
 
     def worker_cmd(self, mode, url=None, **kw):
         cmd = [self.o.worker, mode, "--url", url or self.o.url, "--prefix", self.prefix, "--names", str(self.o.names)]
+        if self.permits:
+            cmd += ["--permits", str(self.permits)]
         for k, val in kw.items():
             cmd += ["--" + k.replace("_", "-"), str(val)]
         return cmd
@@ -428,7 +450,12 @@ class Driver:
                 p.killed_by_us = True
                 self.signal(p, signal.SIGKILL)
                 p.popen.wait()
-            if p.exit_code not in (0, None, -9) and not p.killed_by_us:
+            never_started = not os.path.exists(p.log_path) or os.path.getsize(p.log_path) == 0
+            if p.exit_code == -signal.SIGTERM and never_started:
+                # A respawn that our SIGTERM reached before its handler was installed (it had not
+                # written its first line yet): not a crash.
+                self.notes.append(f"lock worker {p.index} ended by the end-of-phase SIGTERM before it started")
+            elif p.exit_code not in (0, None, -9) and not p.killed_by_us:
                 self.v.add("worker_crashed", f"lock worker {p.index} exited with {p.exit_code}")
             p.poll_log()
         try:
@@ -637,7 +664,7 @@ class Driver:
         op, name, token, t_ack = ack
         ev.update(op=op, name=name, token=token, ms_after_ack=(t - t_ack) / 1000)
         row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM sqllock_locks "
-                             f"WHERE name = '{name}'").replace("|", " ").split()
+                             f"WHERE name = '{lock_row_of(name)}'").replace("|", " ").split()
         if len(row) != 2:
             self.v.add("crash_check_failed", f"no lock row for {name} after the crash ({row})")
             return
@@ -811,6 +838,12 @@ class Driver:
         by_name = {}
         for a in acqs:
             by_name.setdefault(a["name"], []).append(a)
+        # With --permits, a dead holder's permit frees a place in its semaphore, whichever slot the
+        # next holder gets: the checks after a kill look at every slot of the semaphore (waiters log
+        # timeouts under the semaphore's name). Without, the same as by_name.
+        by_sem = {}
+        for a in acqs:
+            by_sem.setdefault(base_name(a["name"]), []).append(a)
 
         for name, lst in by_name.items():
             # Tokens are unique per name.
@@ -915,10 +948,10 @@ class Driver:
                     continue
                 free_by = self.lease_free_by(ev["pid"], ev["t"])
                 ttl = (free_by - ev["t"]) // 1000
-                nxt = [a for a in by_name.get(name, []) if a["t_ack"] > ev["t"]]
+                nxt = [a for a in by_sem.get(base_name(name), []) if a["t_ack"] > ev["t"]]
                 first = min(nxt, key=lambda a: a["t_ack"]) if nxt else None
                 limit = first["t_ack"] if first else float("inf")
-                for n in timeouts.get(name, []):
+                for n in timeouts.get(base_name(name), []):
                     if free_by + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
                             not self.excused(n["pid"], free_by, n["t_end"]) and \
                             not self.db_stalled(free_by, n["t_end"]):
@@ -1065,7 +1098,7 @@ class Driver:
         x and y: x's records from its acquisition to x_t1, y's from its acquire invoke to its ok;
         merged in time order, as printable lines (times relative to x's acquisition)."""
         t0 = x["s"]
-        recs = sorted((r for _, rs in per_proc for r in rs if r["name"] == name and (
+        recs = sorted((r for _, rs in per_proc for r in rs if r["name"] in (name, base_name(name)) and (
             (r["pid"] == x["pid"] and x["s"] <= r["t"] <= x_t1) or
             (r["pid"] == y["pid"] and y["t_inv"] <= r["t"] <= y["s"]))), key=lambda r: r["t"])
         lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  worker {r['index']:>4} pid {r['pid']:>7}"
@@ -1122,6 +1155,49 @@ class Driver:
                                self.window(per_proc, name, x, x["e"], y))
                 else:
                     seen[y["token"]] = y
+        if getattr(self, "permits", 0):
+            self.check_semaphores(per_proc, css, stops)
+
+    def check_semaphores(self, per_proc, css, stops):
+        """--permits N: every critical section is named <semaphore>#<slot>, so the checks above prove
+        per-slot exclusion and per-slot token order. Here, per semaphore: the slot is in 0..N-1, and
+        never more than N critical sections of different workers overlap (a holder frozen by SIGSTOP
+        across another's acquisition is not counted, as above); catches a library that hands out
+        more permits than N under slot numbers that look right."""
+        n_permits = self.permits
+        self.hist.update(slot_out_of_range=0, semaphore_over_capacity=0, max_inside=0, capacity_excused_paused=0)
+        by_sem = {}
+        for cs in css:
+            sem, hash_, slot = cs["name"].rpartition("#")
+            if not hash_ or not slot.isdigit() or int(slot) >= n_permits:
+                self.hist["slot_out_of_range"] += 1
+                self.v.add("permit_slot_out_of_range", f"{cs['name']}: worker {cs['index']} token {cs['token']} "
+                                                       f"holds a permit outside slots 0..{n_permits - 1}")
+            by_sem.setdefault(sem if hash_ else cs["name"], []).append(cs)
+        for sem, lst in by_sem.items():
+            lst.sort(key=lambda c: c["s"])
+            active = []
+            for y in lst:
+                active = [x for x in active if x["e"] > y["s"]]
+                inside = []
+                for x in active:
+                    if x["pid"] == y["pid"]:
+                        continue
+                    if any(ev["pid"] == x["pid"] and ev["t"] <= y["s"] and (ev["t_end"] or y["s"]) >= x["s"]
+                           for ev in stops):
+                        self.hist["capacity_excused_paused"] += 1
+                        continue
+                    inside.append(x)
+                self.hist["max_inside"] = max(self.hist["max_inside"], len(inside) + 1)
+                if len(inside) + 1 > n_permits:
+                    self.hist["semaphore_over_capacity"] += 1
+                    lines = [f"      worker {x['index']:>4} pid {x['pid']:>7} {x['name']} token {x['token']}: "
+                             f"from {(x['s'] - y['s']) / 1000:+.3f} ms to {(x['e'] - y['s']) / 1000:+.3f} ms "
+                             f"({x['how']})" for x in inside + [y]]
+                    self.v.add("semaphore_over_capacity",
+                               f"{sem}: {len(inside) + 1} critical sections inside at once with {n_permits} permits "
+                               f"(times relative to worker {y['index']}'s acquisition):\n" + "\n".join(lines))
+                active.append(y)
 
     def check_guarded_writes(self, per_proc):
         """A write made in a guarded transaction (require_lease) commits only while its lease is held:
@@ -1261,7 +1337,8 @@ class Driver:
               f"(ttl={o.ttl_ms}ms) acquisitions_by_clock[{skew}] unexplained_lease_losses[{unexplained}] "
               f"worker_errors[{errs}] db_write_stalls={len(self.stalls)}(max_ms={max_stall:.0f},"
               f"excused={self.excused_by_stall}) "
-              f"classes[{','.join(sorted(self.classes)) or 'none'}] nest_pct={o.nest_pct}({o.nest_ttl}) "
+              f"classes[{','.join(sorted(self.classes)) or 'none'}] "
+              f"nest_pct={0 if self.permits else o.nest_pct}({o.nest_ttl}) permits={self.permits} "
               f"durability={o.server_durability}"
               f"{'(flush=%d)' % o.mysql_flush if o.server_durability == 'lazy' and self.backend == 'mysql' else ''}"
               f"{'(refusal_checked)' if self.refusal_checked else ''}"
@@ -1286,11 +1363,12 @@ class LoggedProc:
         self.holder_label = first[4] if first and len(first) > 4 and first[4] else None
 
 
-def recheck(directory, print_max):
+def recheck(directory, print_max, permits=0):
     """Runs the whole-history checks again on the logs a run kept (lock_*.log, events.txt)."""
     import ast
     import glob
     d = Driver.__new__(Driver)
+    d.permits = permits
     d.v = Violations()
     d.lock_procs_all = [LoggedProc(p) for p in sorted(glob.glob(os.path.join(directory, "lock_*.log")))]
     d.events = []
@@ -1310,8 +1388,10 @@ def recheck(directory, print_max):
 
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "--recheck":
-        # fault_driver.py --recheck DIR [PRINT_MAX]: the history checker alone, on kept logs.
-        sys.exit(recheck(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 5))
+        # fault_driver.py --recheck DIR [PRINT_MAX [PERMITS]]: the history checker alone, on kept logs
+        # (PERMITS: the run's --permits, for the semaphore checks).
+        sys.exit(recheck(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 5,
+                         int(sys.argv[4]) if len(sys.argv) > 4 else 0))
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--backend", required=True, choices=["sqlite", "postgresql", "mysql"])
     ap.add_argument("--url", required=True)
@@ -1356,6 +1436,9 @@ def main():
                     help="the innodb_flush_log_at_trx_commit of --server-durability lazy")
     ap.add_argument("--accept-unsafe-durability", action="store_true",
                     help="workers connect with sqllock_allow_unsafe_durability=on (to show what a lazy server loses)")
+    ap.add_argument("--permits", type=int, default=0,
+                    help="N >= 2: every name is a counting semaphore of N permits, lock workers take one "
+                         "permit each (logged as NAME#SLOT); no nesting")
     ap.add_argument("--guard-pct", type=int, default=50,
                     help="percent of the fenced writes made in a guarded transaction (tx.require_lease)")
     ap.add_argument("--print-max", type=int, default=5, help="violations printed per kind")
@@ -1366,6 +1449,8 @@ def main():
         o.proxy = os.path.join(os.path.dirname(os.path.abspath(o.worker)), "fault_proxy")
     if o.seed is None:
         o.seed = int.from_bytes(os.urandom(4), "little")
+    if o.permits == 1 or o.permits < 0:
+        ap.error("--permits must be 0 (locks) or at least 2")
     if o.backend != "sqlite" and not o.admin_url:
         ap.error("--admin-url is required for server backends (connection kills)")
     print(f"fault {o.backend}: seed {o.seed}, logs in {o.out}", file=sys.stderr, flush=True)

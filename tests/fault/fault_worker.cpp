@@ -1,16 +1,20 @@
 // Fault-harness worker: lock loop with fenced writes, inventory decrements, setup, verify and dump.
 //
-//   fault_worker setup     --url U --prefix P --names N [--stock S]
+//   fault_worker setup     --url U --prefix P --names N [--stock S] [--permits N]
 //   fault_worker lock      --url U --prefix P --names N --ttl MS --wait MS --log F --index I
 //                          [--ttl-max MS] [--nest-pct N] [--nest-ttl shorter|longer|both] [--holder LABEL]
 //                          [--guard-pct N]        (N % of the fenced writes also run tx.require_lease(lease):
 //                                                  a guarded write must never commit after a takeover)
 //                          [--durable-writes 1]   (PostgreSQL: SET LOCAL synchronous_commit = on in the
 //                                                  write transaction, for runs whose server default is off)
+//                          [--permits N]          (N >= 2: each name is a counting semaphore of N permits;
+//                                                  the worker takes one permit and logs every line with
+//                                                  the name <name>#<slot>, its fenced write goes to the
+//                                                  resource row of that slot; no nesting)
 //   fault_worker inventory --url U --prefix P --strategy atomic|cas|rowlock --index I --log F
-//   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS
-//   fault_worker dump      --url U --prefix P --names N
-//   fault_worker cleanup   --url U --prefix P --names N
+//   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS [--permits N]
+//   fault_worker dump      --url U --prefix P --names N [--permits N]
+//   fault_worker cleanup   --url U --prefix P --names N [--permits N]
 //   fault_worker probe     --url U --prefix P --log F
 //   fault_worker connect   --url U              one connect, no retry: exit 0 connected, 3 refused
 //                                               (database_error/invalid_argument, e.g. a lazy durability setting), 1 other
@@ -43,6 +47,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/permit_name.hpp"  // the library's own permit row names (compiled in: see CMakeLists.txt)
 #include "sqllock/sqllock.hpp"
 
 namespace {
@@ -138,6 +143,36 @@ std::string dialect_of(const std::string& url) {
 
 std::string lock_name(const std::string& prefix, int i) { return prefix + "_lock" + std::to_string(i); }
 std::string res_table(const std::string& prefix) { return prefix + "_res"; }
+// With --permits: the name a permit is logged and written under (one "name" per slot for the checker).
+std::string slot_name(const std::string& semaphore, int slot) { return semaphore + "#" + std::to_string(slot); }
+// The names setup, verify, dump and cleanup cover: the lock names, or every slot of every semaphore.
+std::vector<std::string> logged_names(const args& a) {
+  std::vector<std::string> out;
+  const int permits = static_cast<int>(a.num("permits", 0));
+  for (int i = 0; i < a.num("names", 3); ++i) {
+    if (permits == 0) out.push_back(lock_name(a.get("prefix"), i));
+    for (int k = 0; k < permits; ++k) out.push_back(slot_name(lock_name(a.get("prefix"), i), k));
+  }
+  return out;
+}
+// The lock-table row of a logged name: the lock name itself, or the permit row of <semaphore>#<slot>.
+std::string lock_row_of(const std::string& logged) {
+  auto hash = logged.rfind('#');
+  if (hash == std::string::npos) return logged;
+  return sqllock::detail::permit_row_name(logged.substr(0, hash), std::stoi(logged.substr(hash + 1)));
+}
+// The inverse, for on_lost (which receives the row name): "sqllock.semaphore.<len>.<S>.permit.<k>..." ->
+// "<S>#<k>"; any other name unchanged.
+std::string logged_name_of_row(const std::string& row) {
+  const std::string pre = "sqllock.semaphore.";
+  if (!sqllock::detail::permit_queue_of(row)) return row;
+  std::size_t dot = row.find('.', pre.size());
+  std::size_t len = std::stoul(row.substr(pre.size(), dot - pre.size()));
+  std::string sem = row.substr(dot + 1, len);
+  std::size_t k0 = dot + 1 + len + std::string(".permit.").size();
+  std::size_t k1 = row.find('.', k0);
+  return slot_name(sem, std::stoi(row.substr(k0, k1 == std::string::npos ? std::string::npos : k1 - k0)));
+}
 std::string aw_table(const std::string& prefix) { return prefix + "_aw"; }
 std::string stock_table(const std::string& prefix, const std::string& s) { return prefix + "_stock_" + s; }
 std::string sales_table(const std::string& prefix, const std::string& s) { return prefix + "_sales_" + s; }
@@ -190,9 +225,8 @@ int run_setup(const args& a) {
     tx.commit();
   }
   auto tx = c->begin();
-  for (int i = 0; i < a.num("names", 3); ++i) {
-    tx.execute("INSERT INTO " + res_table(prefix) + " (res_id, val, token, writer) VALUES (?, 0, 0, NULL)",
-               {lock_name(prefix, i)});
+  for (const auto& name : logged_names(a)) {
+    tx.execute("INSERT INTO " + res_table(prefix) + " (res_id, val, token, writer) VALUES (?, 0, 0, NULL)", {name});
   }
   for (const auto& s : strategies) {
     tx.execute("INSERT INTO " + stock_table(prefix, s) + " (sku, qty, version) VALUES ('sku', ?, 1)",
@@ -216,9 +250,9 @@ int run_dump(const args& a) {
     std::cout << "AW\t" << col(r, 0) << '\t' << col(r, 1) << '\t' << col(r, 2) << '\t' << col(r, 3) << '\t'
               << col(r, 4) << '\n';
   }
-  for (int i = 0; i < a.num("names", 3); ++i) {
-    auto rows = tx.query("SELECT name, token, holder_id FROM sqllock_locks WHERE name = ?", {lock_name(prefix, i)});
-    for (const auto& r : rows) std::cout << "LOCK\t" << col(r, 0) << '\t' << col(r, 1) << '\t' << col(r, 2) << '\n';
+  for (const auto& name : logged_names(a)) {  // printed under the logged name (<semaphore>#<slot>)
+    auto rows = tx.query("SELECT token, holder_id FROM sqllock_locks WHERE name = ?", {lock_row_of(name)});
+    for (const auto& r : rows) std::cout << "LOCK\t" << name << '\t' << col(r, 0) << '\t' << col(r, 1) << '\n';
   }
   for (const auto& s : strategies) {
     for (const auto& r : tx.query("SELECT qty FROM " + stock_table(prefix, s))) {
@@ -249,8 +283,11 @@ int run_cleanup(const args& a) {
   }
   tx.commit();
   auto tx2 = c->begin();
-  for (int i = 0; i < a.num("names", 3); ++i) {
-    tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {lock_name(a.get("prefix"), i)});
+  for (const auto& name : logged_names(a)) tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {lock_row_of(name)});
+  if (a.num("permits", 0) > 0) {
+    for (int i = 0; i < a.num("names", 3); ++i) {
+      tx2.execute("DELETE FROM sqllock_locks_semaphores WHERE name = ?", {lock_name(a.get("prefix"), i)});
+    }
   }
   tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {a.get("prefix") + "_probe"});
   tx2.commit();
@@ -262,6 +299,37 @@ int run_verify(const args& a) {
   auto c = connect_retry(a.get("url"), nullptr);
   auto bound = std::chrono::milliseconds(a.num("ttl", 2000) + a.num("wait", 3000));
   int bad = 0;
+  const int permits = static_cast<int>(a.num("permits", 0));
+  if (permits > 0) {
+    // Every permit of every semaphore, held together: each slot must come free within the bound and
+    // give a token above every earlier one of that slot (the driver compares per <name>#<slot>).
+    for (int i = 0; i < a.num("names", 3); ++i) {
+      auto sem = lock_name(a.get("prefix"), i);
+      std::vector<sqllock::lease_guard> held;
+      for (int k = 0; k < permits; ++k) {
+        auto t0 = now_us();
+        try {
+          sqllock::lease_options lo;
+          lo.ttl = 5s;
+          auto g = c->try_acquire_permit_for(sem, permits, bound, lo);
+          if (!g) {
+            std::cout << "V\t" << sem << "#?\t0\tstuck\t" << (now_us() - t0) / 1000 << '\n';
+            ++bad;
+            break;
+          }
+          std::cout << "V\t" << slot_name(sem, g->permit()) << '\t' << g->fencing_token() << "\tok\t"
+                    << (now_us() - t0) / 1000 << '\n';
+          held.push_back(std::move(*g));
+        } catch (const std::exception& e) {
+          std::cout << "V\t" << sem << "#?\t0\terror:" << error_kind(e) << '\t' << (now_us() - t0) / 1000 << '\n';
+          ++bad;
+          break;
+        }
+      }
+      for (auto& g : held) g.release();
+    }
+    return bad == 0 ? 0 : 1;
+  }
   for (int i = 0; i < a.num("names", 3); ++i) {
     auto name = lock_name(a.get("prefix"), i);
     auto t0 = now_us();
@@ -294,7 +362,9 @@ int run_lock(const args& a) {
   auto wait = std::chrono::milliseconds(a.num("wait", 3000));
   long long index = a.num("index", 0);
   int slow_pct = static_cast<int>(a.num("slow-tx-pct", 10));
-  int nest_pct = static_cast<int>(a.num("nest-pct", 0));
+  // --permits N: each name is a semaphore of N permits; one permit per acquisition, logged as <name>#<slot>.
+  const int permits = static_cast<int>(a.num("permits", 0));
+  int nest_pct = permits > 0 ? 0 : static_cast<int>(a.num("nest-pct", 0));  // a permit is never re-entered
   const int guard_pct = static_cast<int>(a.num("guard-pct", 0));
   const std::string nest_ttl = a.get("nest-ttl", "both");  // the inner TTL: shorter|longer|both
   const std::string label = a.get("holder");
@@ -334,13 +404,15 @@ int run_lock(const args& a) {
   // The history: one O line per event (see the top of this file).
   auto op = [&log](const char* phase, const char* what, const std::string& name, std::int64_t token,
                    const std::string& detail) { log.line("O", now_us(), phase, what, name, token, detail); };
+  // on_lost gets the lock-row name: for a permit, its row name, logged as <semaphore>#<slot>.
   auto on_lost_of = [&log](const char* which) {
     return [&log, which](const std::string& n, std::int64_t tok) {
-      log.line("O", now_us(), "lost", which, n, tok, "callback");
+      log.line("O", now_us(), "lost", which, logged_name_of_row(n), tok, "callback");
     };
   };
 
   while (!g_stop.load() && c) {
+    // With --permits, `name` is the semaphore until the acquisition, then <semaphore>#<slot>.
     auto name = lock_name(prefix, static_cast<int>(pick(0, names - 1)));
     const long long ttl_ms = pick(ttl_min, ttl_max);
     const auto ttl = std::chrono::milliseconds(ttl_ms);
@@ -355,7 +427,7 @@ int run_lock(const args& a) {
         lost_cb = true;
         outer_lost(n, tok);
       };
-      g = c->try_acquire_for(name, wait, lo);
+      g = permits > 0 ? c->try_acquire_permit_for(name, permits, wait, lo) : c->try_acquire_for(name, wait, lo);
     } catch (const std::exception& e) {
       op(phase_of(error_kind(e)), "acquire", name, 0, error_kind(e));
       failed("acquire", e);
@@ -366,6 +438,7 @@ int run_lock(const args& a) {
       log.line("N", name, t_req, now_us());
       continue;
     }
+    if (permits > 0) name = slot_name(name, g->permit());
     op("ok", "acquire", name, g->fencing_token(), "hold=" + std::to_string(g->hold_count()));
     consecutive_errors = 0;
     const std::int64_t token = g->fencing_token();

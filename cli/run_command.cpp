@@ -444,6 +444,16 @@ int run_run(const common_options& common, const run_options& run_flags) {
       print_error("interrupted (" + std::string(::strsignal(signo)) + ") before starting the command");
       return 128 + signo;
     }
+    if (lost.load() || guard->lost()) {
+      // Lost between the acquisition and now (acquire_all already refuses a set with a lease lost
+      // while it waited): CMD must not start unprotected.
+      try {
+        guard->release();
+      } catch (const sqllock::error&) {
+      }
+      print_error("lease on " + shown + " was lost before the command could start; the command was not run");
+      return exit_code::not_acquired;
+    }
     if (common.verbosity >= 1 && guard->permit() >= 0) {
       print_error("acquired permit " + std::to_string(guard->permit()) + " of " + shown + " as '" +
                   printable(guard->first().holder_id()) + "', fence " + guard->fences(options.names));

@@ -50,7 +50,7 @@ struct SQLLOCK_EXPORT leader_latch_options {
 
 /// A participant in an election that keeps trying in a background thread: it waits for the lease
 /// of `election`, leads while it holds it, and after losing it takes part again. on_elected and
-/// on_revoked are never called concurrently and must return quickly: on loss, on_revoked runs on
+/// on_revoked are never called concurrently, what they throw is ignored, and they must return quickly: on loss, on_revoked runs on
 /// the client's watchdog or deadline thread; otherwise they run on the latch's thread. They must
 /// not call into the latch. The client must outlive the latch; use one client (or, with
 /// holder_scope::per_thread, one latch per client) per participant. Not movable.

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #include "sqllock/parse.hpp"
 
@@ -38,13 +39,24 @@ struct leader_latch::shared {
   std::atomic<bool> leading{false};
   std::atomic<std::int64_t> token{0};
 
+  /// A user callback; what it throws is dropped, so that no callback can leave the latch
+  /// believing it leads, stop its thread (std::terminate) or skip the step that follows it.
+  template <class F, class... A>
+  static void call_quietly(const F& f, A&&... args) noexcept {
+    if (!f) return;
+    try {
+      f(std::forward<A>(args)...);
+    } catch (...) {
+    }
+  }
+
   /// The lease of `t` was lost: end that term's leadership now.
   void lose(std::uint64_t t) {
     std::lock_guard lk(m);
     if (lost_term < t) lost_term = t;
     if (t == term && leading.exchange(false)) {
       const auto tok = token.exchange(0);
-      if (options.on_revoked) options.on_revoked(tok, leadership_end::lost);
+      call_quietly(options.on_revoked, tok, leadership_end::lost);
     }
     cv.notify_all();
   }
@@ -59,8 +71,9 @@ struct leader_latch::shared {
     lease_options lease = options.lease;
     lease.on_lost = [weak = std::weak_ptr<shared>(self), my_term, user = options.lease.on_lost](
                         const std::string& name, std::int64_t tok) {
-      if (user) user(name, tok);
+      // Leadership ends first, whatever the user's own on_lost then does (it may throw).
       if (auto s = weak.lock()) s->lose(my_term);
+      if (user) user(name, tok);
     };
     lease_guard g;
     try {
@@ -77,13 +90,13 @@ struct leader_latch::shared {
       if (lost_term < my_term && !g.lost()) {
         token = g.fencing_token();
         leading = true;
-        if (options.on_elected) options.on_elected(token.load());
+        call_quietly(options.on_elected, token.load());
         cv.notify_all();
       }
       cv.wait(lk, stop, [&] { return lost_term >= my_term; });
       if (leading.exchange(false)) {  // closed while leading: step down before the release
         const auto tok = token.exchange(0);
-        if (options.on_revoked) options.on_revoked(tok, leadership_end::closed);
+        call_quietly(options.on_revoked, tok, leadership_end::closed);
       }
     }
     try {

@@ -92,25 +92,41 @@ multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names, 
   const auto set = sorted_set(names);
   const bool bounded = timeout < unbounded_wait;
   const auto deadline = steady::now() + (bounded ? timeout : unbounded_wait);
-  std::vector<lease_guard> taken;
-  taken.reserve(set.size());
-  try {
-    for (const auto& name : set) {
-      if (!bounded) {
-        taken.push_back(c.acquire(name, options, stop));
-        continue;
+  for (;;) {
+    std::vector<lease_guard> taken;
+    taken.reserve(set.size());
+    try {
+      for (const auto& name : set) {
+        if (!bounded) {
+          taken.push_back(c.acquire(name, options, stop));
+          continue;
+        }
+        // One deadline for the set: each name gets what is left of it (at least one try).
+        const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
+        taken.push_back(c.acquire_for(name, std::max(left, milliseconds(0)), options, stop));
       }
-      // One deadline for the set: each name gets what is left of it (at least one try).
-      const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
-      taken.push_back(c.acquire_for(name, std::max(left, milliseconds(0)), options, stop));
+    } catch (...) {
+      roll_back(taken);
+      throw;
     }
-  } catch (...) {
+    // A lease taken early may have been lost while a later name was waited for (it expired
+    // unrenewed, or was taken over): the set is not held. Give it all back and try again within
+    // the deadline, so that the caller never gets a set with a lost lease in it.
+    const auto lost = std::find_if(taken.begin(), taken.end(), [](const lease_guard& g) { return g.lost(); });
+    if (lost == taken.end()) {
+      multi_lease_guard out;
+      out.leases_ = std::move(taken);
+      return out;
+    }
+    const std::string lost_name = lost->name();
     roll_back(taken);
-    throw;
+    if (stop.stop_requested()) throw cancelled("acquire_all: cancelled");
+    if (bounded && steady::now() >= deadline) {
+      throw acquire_timeout("acquire_all: the lease of '" + lost_name +
+                                "' was lost while the other names were waited for, and the deadline has passed",
+                            lost_name, "", milliseconds(0));
+    }
   }
-  multi_lease_guard out;
-  out.leases_ = std::move(taken);
-  return out;
 }
 
 std::optional<multi_lease_guard> try_acquire_all(client& c, const std::vector<std::string>& names,

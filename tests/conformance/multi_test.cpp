@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -50,6 +51,37 @@ TEST(MultiLock, AcquiresEveryNameOnceInSortedOrderAndReleasesThemAll) {
   EXPECT_FALSE(g.owns());
   for (const auto& name : n) EXPECT_FALSE(b.inspect(name)) << name << " still held after release";
   g.release();  // finished: a no-op
+}
+
+// A lease taken early and lost while a later name was waited for (here: taken over after a
+// force-release, so its renewal fails the owner check) is not handed back as part of the set.
+TEST(MultiLock, ANameLostWhileWaitingForTheOthersIsNeverReturned) {
+  auto a = make_client();
+  auto b = make_client();
+  auto n = names_of("multi_lostwait", 2);
+  std::sort(n.begin(), n.end());
+  auto blocker = b.try_acquire(n[1], {.ttl = 30s});
+  ASSERT_TRUE(blocker);
+  std::atomic<bool> returned_lost{false}, threw_timeout{false};
+  std::thread waiter([&] {
+    try {
+      auto g = sqllock::acquire_all(a, n, 3s, {.ttl = 600ms});
+      returned_lost = g.lost() || !b.inspect(n[0]) || b.inspect(n[0])->holder != a.holder_id();
+    } catch (const sqllock::acquire_timeout&) {
+      threw_timeout = true;
+    }
+  });
+  ASSERT_TRUE(eventually([&] { auto i = b.inspect(n[0]); return i && i->holder == a.holder_id(); }, 3s));
+  ASSERT_TRUE(b.force_release(n[0]));
+  auto thief = b.try_acquire(n[0], {.ttl = 30s});
+  ASSERT_TRUE(thief);
+  std::this_thread::sleep_for(500ms);  // a's watchdog renews at ~200 ms and finds the lease gone
+  blocker->release();                  // now the second name is free: the set must not be returned
+  waiter.join();
+  EXPECT_FALSE(returned_lost) << "acquire_all returned a set whose first lease was taken over";
+  EXPECT_TRUE(threw_timeout);
+  auto info = b.inspect(n[1]);
+  EXPECT_TRUE(!info || info->holder != a.holder_id()) << "the second name was left held";
 }
 
 TEST(MultiLock, OneNameHeldElsewhereLeavesNothingHeld) {
@@ -337,6 +369,33 @@ TEST(Leader, ALostLeaseIsReportedToTheLatchInTime) {
   // The latch takes part again and is elected for a new, later term.
   ASSERT_TRUE(eventually([&] { return latch.is_leader() && latch.fencing_token() > token; }, 10s));
   EXPECT_EQ(elections.load(), 2);
+}
+
+// Callbacks that throw never leave the latch believing it leads, nor crash its thread.
+TEST(Leader, ThrowingCallbacksNeverKeepAStaleLeader) {
+  auto a = make_client();
+  auto admin = make_client();
+  const auto election = unique_name("elect_throw");
+  std::atomic<int> revoked_lost{0};
+  sqllock::leader_latch_options o;
+  o.lease.ttl = 1500ms;
+  o.lease.on_lost = [](const std::string&, std::int64_t) { throw std::runtime_error("user on_lost throws"); };
+  o.on_elected = [](std::int64_t) { throw std::runtime_error("user on_elected throws"); };
+  o.on_revoked = [&](std::int64_t, sqllock::leadership_end why) {
+    if (why == sqllock::leadership_end::lost) ++revoked_lost;
+    throw std::runtime_error("user on_revoked throws");
+  };
+  sqllock::leader_latch latch(a, election, o);
+  ASSERT_TRUE(latch.await_leadership(10s));
+  const auto token = latch.fencing_token();
+  ASSERT_TRUE(admin.force_release(election));
+  auto thief = admin.try_acquire(election, {.ttl = 30s});
+  ASSERT_TRUE(thief);
+  EXPECT_TRUE(eventually([&] { return !latch.is_leader(); }, 3s)) << "the latch still believes it leads";
+  EXPECT_EQ(revoked_lost.load(), 1);
+  // It takes part again and leads once the other lets go.
+  thief->release();
+  EXPECT_TRUE(eventually([&] { return latch.is_leader() && latch.fencing_token() > token; }, 10s));
 }
 
 TEST(Leader, TheBlockingLeaderIsToldOfItsLoss) {

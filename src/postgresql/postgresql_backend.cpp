@@ -267,8 +267,11 @@ class postgresql_backend final : public backend {
     auto r = watchdog_.run(
         renew_, {array_literal(names), array_literal(owners), array_literal(tokens), array_literal(ttls)}, deadline);
     std::vector<std::size_t> matched;
-    const auto now_generation = watchdog_.generation();
     std::lock_guard g(identity_mutex_);
+    // The newest generation any lease connection has seen, not the watchdog connection's own: when
+    // the callers' connection already landed on a promoted server, a watchdog connection still on
+    // the old one must not keep renewing what the old one granted.
+    const auto now_generation = generation_;
     for (int row = 0; row < PQntuples(r.get()); ++row) {
       const auto slot = field_int(r.get(), row, 0) - 1;
       if (slot < 0 || static_cast<std::size_t>(slot) >= items.size()) continue;

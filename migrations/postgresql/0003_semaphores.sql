@@ -4,6 +4,9 @@
 -- than 255 bytes, which no lock name can be (lock names are 1 to 255 bytes), so the name check of
 -- the lock table is widened to 511 bytes: every CHECK on octet_length(name) is replaced by one
 -- (idempotent; rows and tokens are kept).
+-- The ALTER needs the table exclusively: waiting behind a long transaction on it would queue every
+-- acquire and renewal behind the ALTER, so it gives up after 5 s instead (migrate fails; run it again).
+SET LOCAL lock_timeout = '5s';
 DO $$
 DECLARE
   c text;

@@ -933,7 +933,7 @@ class Driver:
         self.max_takeover_ms = 0.0
         self.takeovers = 0
         self.takeover_delays = []
-        self.stop_outcomes = dict(taken_over=0, write_rejected=0, renew_refused=0, release_refused=0,
+        self.stop_outcomes = dict(taken_over=0, write_rejected=0, renew_refused=0, release_refused=0, unanswered=0,
                                   guard_lost=0)
         phase_end = max((a["t_ack"] for a in acqs), default=0)
         for ev in self.events:
@@ -980,13 +980,20 @@ class Driver:
                 if not taken:
                     continue
                 self.stop_outcomes["taken_over"] += 1
+                # A renew or release whose answer was lost (connection_lost: the server was
+                # restarting or crashed, or the connection was killed) proves nothing either way:
+                # counted as unanswered. Only a passed owner check ("ok") or another error is wrong.
                 if x["u"] and x["u"]["result"] in ("lease_lost", "not_holder"):
                     self.stop_outcomes["renew_refused"] += 1
+                elif x["u"] and x["u"]["result"] == "connection_lost":
+                    self.stop_outcomes["unanswered"] += 1
                 elif x["u"]:
                     self.v.add("stopped_holder_renewed", f"{name} token {token}: taken over while the holder was "
                                                          f"stopped, yet its renew gave {x['u']['result']}")
                 if x["r"] and x["r"]["result"] in ("lease_lost", "not_holder"):
                     self.stop_outcomes["release_refused"] += 1
+                elif x["r"] and x["r"]["result"] == "connection_lost":
+                    self.stop_outcomes["unanswered"] += 1
                 elif x["r"]:
                     self.v.add("stopped_holder_released", f"{name} token {token}: taken over while the holder "
                                                           f"was stopped, yet its release gave {x['r']['result']}")
@@ -1329,7 +1336,7 @@ class Driver:
               f"workers={o.workers} skewed={self.skewed} acquisitions={self.acquisitions} "
               f"writes_applied={self.writes_applied} faults[{faults}] "
               f"stops_taken_over={so['taken_over']}(write_rejected={so['write_rejected']},"
-              f"renew_refused={so['renew_refused']},release_refused={so['release_refused']},"
+              f"renew_refused={so['renew_refused']},release_refused={so['release_refused']},unanswered={so['unanswered']},"
               f"guard_lost={so['guard_lost']}) "
               f"inventory_kills={self.inventory_kills} inventory_conn_kills={self.inventory_conn_kills} "
               f"inventory[{' '.join(inv_parts)}] "

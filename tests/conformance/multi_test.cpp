@@ -62,21 +62,28 @@ TEST(MultiLock, ANameLostWhileWaitingForTheOthersIsNeverReturned) {
   std::sort(n.begin(), n.end());
   auto blocker = b.try_acquire(n[1], {.ttl = 30s});
   ASSERT_TRUE(blocker);
-  std::atomic<bool> returned_lost{false}, threw_timeout{false};
+  std::atomic<bool> returned_lost{false}, threw_timeout{false}, loss_seen{false};
   std::thread waiter([&] {
     try {
-      auto g = sqllock::acquire_all(a, n, 3s, {.ttl = 600ms});
+      auto g = sqllock::acquire_all(
+          a, n, 3s, {.ttl = 600ms, .on_lost = [&](const std::string&, std::int64_t) { loss_seen = true; }});
       returned_lost = g.lost() || !b.inspect(n[0]) || b.inspect(n[0])->holder != a.holder_id();
     } catch (const sqllock::acquire_timeout&) {
       threw_timeout = true;
     }
   });
-  ASSERT_TRUE(eventually([&] { auto i = b.inspect(n[0]); return i && i->holder == a.holder_id(); }, 3s));
+  ASSERT_TRUE(eventually(
+      [&] {
+        auto i = b.inspect(n[0]);
+        return i && i->holder == a.holder_id();
+      },
+      3s));
   ASSERT_TRUE(b.force_release(n[0]));
   auto thief = b.try_acquire(n[0], {.ttl = 30s});
   ASSERT_TRUE(thief);
-  std::this_thread::sleep_for(500ms);  // a's watchdog renews at ~200 ms and finds the lease gone
-  blocker->release();                  // now the second name is free: the set must not be returned
+  // a's watchdog renews at ~200 ms and finds the lease gone (a force-release is learnt of there).
+  ASSERT_TRUE(eventually([&] { return loss_seen.load(); }, 5s)) << "the takeover was never noticed";
+  blocker->release();  // now the second name is free: the set must not be returned
   waiter.join();
   EXPECT_FALSE(returned_lost) << "acquire_all returned a set whose first lease was taken over";
   EXPECT_TRUE(threw_timeout);
@@ -311,9 +318,9 @@ TEST(Leader, LatchesElectOneLeaderAtATimeAndHandOverOnClose) {
     latches.push_back(std::make_unique<sqllock::leader_latch>(clients[next_client++], election, options()));
   }
   for (int r = 0; r < rounds; ++r) {
-    ASSERT_TRUE(eventually([&] {
-      return std::any_of(latches.begin(), latches.end(), [](auto& l) { return l->is_leader(); });
-    }, 10s)) << "no leader in round " << r;
+    ASSERT_TRUE(eventually(
+        [&] { return std::any_of(latches.begin(), latches.end(), [](auto& l) { return l->is_leader(); }); }, 10s))
+        << "no leader in round " << r;
     int count = 0;
     std::size_t leader = 0;
     for (std::size_t i = 0; i < latches.size(); ++i) {

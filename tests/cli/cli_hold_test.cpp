@@ -23,6 +23,7 @@
 #include <gtest/gtest.h>
 
 #include "process_runner.hpp"
+#include "sqlite_fixture.hpp"
 
 using namespace std::chrono_literals;
 using namespace cli_test;
@@ -39,41 +40,9 @@ bool gone(pid_t pid) {
   return errno == ESRCH;
 }
 
-class cli_hold : public ::testing::Test {
+class cli_hold : public sqlite_fixture {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/sqllock-hold-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    url_ = "sqlite:" + dir_ + "/locks.db";
-    const auto r = sqllock({"migrate", "--url", url_});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  process_result sqllock(std::vector<std::string> args, process_options options = {}) {
-    args.insert(args.begin(), cli_path());
-    return run_process(args, options);
-  }
-  std::unique_ptr<background_process> start(std::vector<std::string> args, process_options options = {}) {
-    args.insert(args.begin(), cli_path());
-    return std::make_unique<background_process>(args, options);
-  }
-  std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra,
-                                    const std::string& shell_script) {
-    std::vector<std::string> args{"run", "--url", url_, "--name", name};
-    args.insert(args.end(), extra.begin(), extra.end());
-    args.insert(args.end(), {"--", "/bin/sh", "-c", shell_script});
-    return args;
-  }
-  std::string path(const std::string& file) const { return dir_ + "/" + file; }
-  std::string trimmed_file(const std::string& file) {
-    std::string s = read_file(path(file));
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-  }
+  const char* dir_prefix() const override { return "hold"; }
   /// How many locks `status --json` lists.
   std::size_t held_count() {
     const auto r = sqllock({"status", "--url", url_, "--json"});
@@ -82,9 +51,6 @@ class cli_hold : public ::testing::Test {
     for (auto at = r.out.find("\"name\""); at != std::string::npos; at = r.out.find("\"name\"", at + 1)) ++n;
     return n;
   }
-
-  std::string dir_;
-  std::string url_;
 };
 
 // ---------------------------------------------------------------------------------------------

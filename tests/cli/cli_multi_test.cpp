@@ -14,36 +14,16 @@
 #include <gtest/gtest.h>
 
 #include "process_runner.hpp"
+#include "sqlite_fixture.hpp"
 
 using namespace std::chrono_literals;
 using namespace cli_test;
 
 namespace {
 
-class cli_multi : public ::testing::Test {
+class cli_multi : public sqlite_fixture {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/sqllock-cli-multi-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    url_ = "sqlite:" + dir_ + "/locks.db";
-    const auto r = sqllock({"migrate", "--url", url_});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  static std::vector<std::string> with_binary(std::vector<std::string> args) {
-    args.insert(args.begin(), cli_path());
-    return args;
-  }
-  process_result sqllock(std::vector<std::string> args, process_options options = {}) {
-    return run_process(with_binary(std::move(args)), options);
-  }
-  std::unique_ptr<background_process> start(std::vector<std::string> args, process_options options = {}) {
-    return std::make_unique<background_process>(with_binary(std::move(args)), options);
-  }
+  const char* dir_prefix() const override { return "cli-multi"; }
   /// `sqllock <verb> --url U --name N1 --name N2 ... extra -- /bin/sh -c script`.
   std::vector<std::string> args(const std::string& verb, const std::vector<std::string>& names,
                                 std::vector<std::string> extra, const std::string& script) {
@@ -53,21 +33,12 @@ class cli_multi : public ::testing::Test {
     a.insert(a.end(), {"--", "/bin/sh", "-c", script});
     return a;
   }
-  std::string path(const std::string& file) const { return dir_ + "/" + file; }
-  std::string trimmed_file(const std::string& file) {
-    std::string s = read_file(path(file));
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-  }
   /// `status` output (name, holder, fence per line in its table form).
   std::string status() {
     const auto r = sqllock({"status", "--url", url_});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.out;
   }
-
-  std::string dir_;
-  std::string url_;
 };
 
 std::vector<long long> numbers(const std::string& csv) {

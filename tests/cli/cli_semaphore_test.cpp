@@ -13,42 +13,27 @@
 #include <gtest/gtest.h>
 
 #include "process_runner.hpp"
+#include "sqlite_fixture.hpp"
 
 using namespace std::chrono_literals;
 using namespace cli_test;
 
 namespace {
 
-class cli_semaphore : public ::testing::Test {
+class cli_semaphore : public sqlite_fixture {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/sqllock-cli-sem-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    url_ = "sqlite:" + dir_ + "/locks.db";
-    const auto r = run_process({cli_path(), "migrate", "--url", url_});
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
+  const char* dir_prefix() const override { return "cli-sem"; }
+  /// `sqllock run --url U --name NAME --permits PERMITS EXTRA -- /bin/sh -c SCRIPT`, binary first.
   std::vector<std::string> run_args(const std::string& name, const std::string& permits, std::vector<std::string> extra,
                                     const std::string& script) {
-    std::vector<std::string> args{cli_path(), "run", "--url", url_, "--name", name, "--permits", permits};
-    args.insert(args.end(), extra.begin(), extra.end());
-    args.insert(args.end(), {"--", "/bin/sh", "-c", script});
-    return args;
+    extra.insert(extra.begin(), {"--permits", permits});
+    return with_binary(sqlite_fixture::run_args(name, std::move(extra), script));
   }
-  std::string path(const std::string& f) const { return dir_ + "/" + f; }
   /// A CMD that writes "$SQLLOCK_PERMIT $SQLLOCK_FENCE" to `out` and waits for the file "go".
   std::string hold_until_go(const std::string& out) const {
     return "echo \"$SQLLOCK_PERMIT $SQLLOCK_FENCE\" > " + path(out) + ".tmp && mv " + path(out) + ".tmp " +
            path(out) + "; while [ ! -f " + path("go") + " ]; do sleep 0.02; done";
   }
-
-  std::string dir_;
-  std::string url_;
 };
 
 TEST_F(cli_semaphore, two_permits_run_side_by_side_and_a_third_is_refused) {

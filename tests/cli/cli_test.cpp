@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "process_runner.hpp"
+#include "sqlite_fixture.hpp"
 
 using namespace std::chrono_literals;
 using namespace cli_test;
@@ -225,60 +226,13 @@ process_options in_dir(const std::string& dir) {
 // ---------------------------------------------------------------------------------------------
 // Fixture: a fresh temporary directory with a migrated SQLite lock database.
 
-class cli : public ::testing::Test {
+class cli : public sqlite_fixture {
  protected:
-  void SetUp() override {
-    char pattern[] = "/tmp/sqllock-cli-XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern), nullptr);
-    dir_ = pattern;
-    url_ = "sqlite:" + dir_ + "/locks.db";
-    if (migrate_in_setup()) {
-      const auto r = sqllock({"migrate", "--url", url_});
-      ASSERT_EQ(r.exit_code, 0) << r.err;
-    }
-  }
-  void TearDown() override {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  virtual bool migrate_in_setup() const { return true; }
-
-  static std::vector<std::string> with_binary(std::vector<std::string> args) {
-    args.insert(args.begin(), cli_path());
-    return args;
-  }
-  process_result sqllock(std::vector<std::string> args, process_options options = {}) {
-    return run_process(with_binary(std::move(args)), options);
-  }
-  std::unique_ptr<background_process> start(std::vector<std::string> args, process_options options = {}) {
-    return std::make_unique<background_process>(with_binary(std::move(args)), options);
-  }
-  /// `run` on this test's database; `extra` goes before `--`.
-  std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra,
-                                    const std::string& shell_script) {
-    std::vector<std::string> args{"run", "--url", url_, "--name", name};
-    args.insert(args.end(), extra.begin(), extra.end());
-    args.insert(args.end(), {"--", "/bin/sh", "-c", shell_script});
-    return args;
-  }
-  std::string path(const std::string& file) const { return dir_ + "/" + file; }
-  void write_file(const std::string& file, const std::string& content) const {
-    std::ofstream out(path(file), std::ios::binary);
-    out << content;
-  }
   json_value status_json() {
     const auto r = sqllock({"status", "--url", url_, "--json"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return parse_json(r.out);
   }
-  std::string trimmed_file(const std::string& file) {
-    std::string s = read_file(path(file));
-    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-    return s;
-  }
-
-  std::string dir_;
-  std::string url_;
 };
 
 class cli_unmigrated : public cli {

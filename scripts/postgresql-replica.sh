@@ -46,17 +46,10 @@ db_name=sqllock
 # as_owner, ensure_user, port_free, pick_port
 # shellcheck source=lib/server-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/server-common.sh"
+# find_bindir, own_server_dir, pg_initdb
+# shellcheck source=lib/postgresql-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/postgresql-common.sh"
 
-find_bindir() {
-  local d
-  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r) /usr/local/pgsql/bin /usr/bin; do
-    if [[ -x "$d/initdb" && -x "$d/pg_ctl" && -x "$d/pg_basebackup" ]]; then
-      echo "$d"
-      return 0
-    fi
-  done
-  return 1
-}
 
 log_tail() {
   local f
@@ -89,30 +82,15 @@ start() {
   bindir=$(find_bindir) || die "PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) not found; run scripts/postgresql-server.sh or scripts/install-deps.sh first"
   [[ -e "$dir/primary" || -e "$dir/standby" ]] && die "$dir already has a cluster (stop it first)"
   ensure_user
-  mkdir -p "$dir"
-  dir=$(cd "$dir" && pwd)
-  if [[ $(id -u) -eq 0 ]]; then
-    chown "$test_user" "$dir"
-    chmod 0755 "$dir"
-  fi
-  local p1 p2 pwfile
+  own_server_dir
+  local p1 p2
   p1=$(pick_port)
   p2=$(pick_port)
   [[ "$p1" != "$p2" ]] || p2=$(pick_port)
   echo "$p1" >"$dir/primary.port"
   echo "$p2" >"$dir/standby.port"
   echo "$mode" >"$dir/mode"
-  pwfile=$dir/.pwfile
-  echo "$admin_password" >"$pwfile"
-  [[ $(id -u) -eq 0 ]] && chown "$test_user" "$pwfile"
-  chmod 0600 "$pwfile"
-  if ! as_owner "$bindir/initdb" -D "$dir/primary" -U "$admin_user" --pwfile="$pwfile" \
-    --auth-local=scram-sha-256 --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 \
-    >"$dir/initdb.log" 2>&1; then
-    cat "$dir/initdb.log" >&2
-    die "initdb failed"
-  fi
-  rm -f "$pwfile"
+  pg_initdb "$dir/primary"
 
   # synchronous_standby_names is set once the standby streams (before, every commit would wait).
   local sync_commit=on

@@ -35,29 +35,6 @@ admin_user=postgres
 admin_password=sqllock-admin-pw
 db_name=sqllock
 
-find_bindir() {
-  local d
-  if command -v pg_config >/dev/null 2>&1; then
-    d=$(pg_config --bindir 2>/dev/null || true)
-    if [[ -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
-      echo "$d"
-      return 0
-    fi
-  fi
-  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
-    if [[ -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
-      echo "$d"
-      return 0
-    fi
-  done
-  for d in /usr/local/pgsql/bin /usr/bin; do
-    if [[ -x "$d/initdb" && -x "$d/pg_ctl" ]]; then
-      echo "$d"
-      return 0
-    fi
-  done
-  return 1
-}
 
 ensure_packages() {
   local missing=()
@@ -87,6 +64,9 @@ ensure_packages() {
 # as_owner, ensure_user, port_free, pick_port
 # shellcheck source=lib/server-common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/server-common.sh"
+# find_bindir, own_server_dir, pg_initdb
+# shellcheck source=lib/postgresql-common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/postgresql-common.sh"
 
 log_tail() {
   if [[ -f "$dir/postgresql.log" ]]; then
@@ -121,29 +101,12 @@ start() {
   bindir=$(find_bindir) || die "PostgreSQL server binaries (initdb, pg_ctl) not found"
   [[ -e "$dir/data" ]] && die "$dir/data already exists (stop it first)"
   ensure_user
-  mkdir -p "$dir"
-  dir=$(cd "$dir" && pwd)
-  if [[ $(id -u) -eq 0 ]]; then
-    chown "$test_user" "$dir"
-    chmod 0755 "$dir"
-    as_owner test -w "$dir" || die "user $test_user cannot write to $dir (choose a directory under /tmp)"
-  fi
+  own_server_dir
 
-  local port pwfile
+  local port
   port=$(pick_port)
   echo "$port" >"$dir/port"
-  pwfile=$dir/.pwfile
-  echo "$admin_password" >"$pwfile"
-  [[ $(id -u) -eq 0 ]] && chown "$test_user" "$pwfile"
-  chmod 0600 "$pwfile"
-
-  if ! as_owner "$bindir/initdb" -D "$dir/data" -U "$admin_user" --pwfile="$pwfile" \
-    --auth-local=scram-sha-256 --auth-host=scram-sha-256 -E UTF8 --locale=C.UTF-8 \
-    >"$dir/initdb.log" 2>&1; then
-    cat "$dir/initdb.log" >&2
-    die "initdb failed"
-  fi
-  rm -f "$pwfile"
+  pg_initdb "$dir/data"
 
   cat >>"$dir/data/postgresql.conf" <<EOF
 

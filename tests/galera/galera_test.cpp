@@ -29,6 +29,14 @@ std::string env(const std::string& name) {
 std::string node_url(int n) { return env("SQLLOCK_TEST_GALERA_URL" + std::to_string(n)); }
 std::string admin_url(int n) { return env("SQLLOCK_TEST_GALERA_ADMIN_URL" + std::to_string(n)); }
 
+/// An administrative connection to node n; it must work whatever the node's flush setting (the
+/// durability test changes it), so the risk is accepted here.
+sqllock::client admin(int n) {
+  sqllock::client_options o;
+  o.allow_unsafe_durability = true;
+  return sqllock::connect(admin_url(n), o);
+}
+
 long long ms_between(clock_type::time_point a, clock_type::time_point b) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count();
 }
@@ -36,8 +44,8 @@ long long ms_between(clock_type::time_point a, clock_type::time_point b) {
 /// Certification failures counted by node n since it started (wsrep_local_cert_failures) plus
 /// local transactions aborted by replicated ones (wsrep_local_bf_aborts).
 long long conflicts_on(int n) {
-  auto admin = sqllock::connect(admin_url(n));
-  auto tx = admin.begin();
+  auto a = admin(n);
+  auto tx = a.begin();
   long long sum = 0;
   for (const auto& r : tx.query("SHOW GLOBAL STATUS WHERE Variable_name IN ('wsrep_local_cert_failures', "
                                 "'wsrep_local_bf_aborts')")) {
@@ -49,8 +57,8 @@ long long conflicts_on(int n) {
 
 void set_retry_autocommit(int value) {
   for (int n = 1; n <= 3; ++n) {
-    auto admin = sqllock::connect(admin_url(n));
-    auto tx = admin.begin();
+    auto a = admin(n);
+    auto tx = a.begin();
     tx.execute("SET GLOBAL wsrep_retry_autocommit = " + std::to_string(value));
     tx.commit();
   }
@@ -152,6 +160,41 @@ TEST_F(galera, ConcurrentAcquiresOfOneNameOnThreeNodesNeverErrorAndExactlyOneWin
   std::cout << rounds << " rounds, " << conflicts_after - conflicts_before << " certification conflicts, " << errors
             << " errors\n";
   EXPECT_GT(conflicts_after - conflicts_before, 0) << "no certification conflict was provoked: nothing was tested";
+}
+
+void set_flush(int node, int value) {
+  auto a = admin(node);
+  auto tx = a.begin();
+  tx.execute("SET GLOBAL innodb_flush_log_at_trx_commit = " + std::to_string(value));
+  tx.commit();
+}
+
+// A commit on a Galera node is acknowledged once its write set reached every node of the primary
+// component, so a node flushing its log about once a second (innodb_flush_log_at_trx_commit = 2)
+// loses nothing acknowledged in the crash of any one node: accepted. 0 (not even written to the OS
+// at commit) is refused as on a single server, naming the setting.
+TEST_F(galera, FlushAtTrxCommit2IsAcceptedOnANodeOfTheClusterAnd0IsRefused) {
+  struct restore {
+    ~restore() {
+      try {
+        set_flush(2, 1);
+      } catch (...) {
+      }
+    }
+  } restore_after;
+  set_flush(2, 2);
+  {
+    auto c = sqllock::connect(node_url(2));
+    auto g = c.try_acquire(sqllock_testing::unique_name("galera_flush2"));
+    EXPECT_TRUE(g.has_value());
+  }
+  set_flush(2, 0);
+  try {
+    auto c = sqllock::connect(node_url(2));
+    ADD_FAILURE() << "a node with innodb_flush_log_at_trx_commit = 0 was accepted";
+  } catch (const sqllock::database_error& e) {
+    EXPECT_NE(std::string(e.what()).find("innodb_flush_log_at_trx_commit = 0"), std::string::npos) << e.what();
+  }
 }
 
 // Two contenders per node on one name, node 3 killed (kill -9) mid-run and brought back. Exclusion: a

@@ -268,6 +268,7 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
   std::atomic<bool> stop{false};
   std::atomic<bool> node_back{false};
   std::atomic<int> holding_node{0};  // the node of the current holder (0: none)
+  std::atomic<bool> killed{false};
   std::vector<int> after_restart(6, 0);
   std::vector<int> losses(6, 0);
   std::vector<std::thread> threads;
@@ -303,7 +304,13 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
             holding_node = node;
             if (node_back) ++after_restart[i];
           }
-          std::this_thread::sleep_for(30ms);
+          if (node == 3 && !killed) {
+            // Until node 3 is killed, a holder there stays inside until it is told the lease is
+            // lost (or the node is back): the kill then lands on a live lease.
+            while (!g->lost() && !node_back) std::this_thread::sleep_for(5ms);
+          } else {
+            std::this_thread::sleep_for(30ms);
+          }
           holding_node = 0;
           leave();
           try {
@@ -328,6 +335,7 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
   std::this_thread::sleep_for(1s);
   for (int i = 0; i < 2000 && holding_node != 3; ++i) std::this_thread::sleep_for(1ms);
   const bool killed_a_holder = holding_node == 3;
+  killed = true;
   ASSERT_EQ(std::system((kill + " 3").c_str()), 0);
   std::this_thread::sleep_for(3s);  // the other two carry on; leases on node 3 expire
   const auto restarting = clock_type::now();
@@ -352,6 +360,8 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
   std::cout << (killed_a_holder ? " (node 3 was killed under a holder)" : " (node 3 held nothing when killed)")
             << '\n';
   EXPECT_EQ(overlaps, 0);
+  EXPECT_TRUE(killed_a_holder) << "no contender on node 3 held the lock within 2 s: the kill tested no live lease";
+  if (killed_a_holder) EXPECT_GT(losses[2] + losses[5], 0) << "the holder on the killed node was never told of its loss";
   for (int i = 0; i < 6; ++i) {
     EXPECT_GT(after_restart[i], 0) << "contender " << i << " (node " << i % 3 + 1 << ") never held the lock after node 3 was back";
   }

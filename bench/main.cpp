@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
     } else if (a == "--only") {
       std::string v = next();
       for (char c : v)
-        if (c >= '1' && c <= '6') only.insert(c - '0');
+        if (c >= '1' && c <= '7') only.insert(c - '0');
     } else {
       return usage();
     }
@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   rep.quick = cfg.quick;
   const std::vector<std::pair<int, void (*)(const bench::config&, bench::report&)>> scenarios{
       {1, bench::scenario_uncontended}, {2, bench::scenario_handoff},     {3, bench::scenario_contention},
-      {4, bench::scenario_scale},       {5, bench::scenario_many_leases}, {6, bench::scenario_inventory}};
+      {4, bench::scenario_scale},       {5, bench::scenario_many_leases}, {6, bench::scenario_inventory}, {7, bench::scenario_galera}};
   for (const auto& [n, fn] : scenarios) {
     if (!only.empty() && !only.contains(n)) continue;
     const auto t0 = bench::now_ns();

@@ -5,7 +5,10 @@
 #
 # Builds in build/bench. Servers: reuses SQLLOCK_TEST_POSTGRESQL_URL / SQLLOCK_TEST_MYSQL_URL when
 # exported, otherwise starts throwaway ones (scripts/postgresql-server.sh, scripts/mariadb-server.sh)
-# for the backends that were built, and stops them at the end. Exits non-zero only on a real
+# for the backends that were built, and stops them at the end. Scenario 7 (MariaDB Galera, as
+# ratios to that single MariaDB server) runs when SQLLOCK_TEST_GALERA_URL1/2 are exported
+# (scripts/galera-cluster.sh start DIR; source DIR/env.sh) and otherwise prints why it was
+# skipped: run.sh starts no cluster (CI's --quick run has none). Exits non-zero only on a real
 # failure (a build error, a crash, an oversell, broken exclusion); a missed speed target is
 # printed as MISSED.
 set -euo pipefail
@@ -18,7 +21,7 @@ while [[ $# -gt 0 ]]; do
     --quick) quick=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
     --stock) stock=(--stock "${2:?--stock needs a number}"); shift ;;
-    -h|--help) sed -n '2,10p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 64 ;;
   esac
   shift

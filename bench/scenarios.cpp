@@ -1014,4 +1014,96 @@ int child_main(int argc, char** argv) {
   return 64;
 }
 
+
+// ---- 7: a MariaDB Galera cluster (scripts/galera-cluster.sh), as ratios to the single server ------
+
+namespace {
+
+/// Acquire + release of a fresh name, one at a time: per-cycle latency.
+samples galera_cycles(sqllock::client& c, const std::string& prefix, int n) {
+  samples s;
+  const auto t0 = now_ns();
+  for (int i = 0; i < n; ++i) {
+    const auto a = now_ns();
+    auto g = c.try_acquire(prefix + std::to_string(i));
+    if (!g) throw std::runtime_error("scenario 7: uncontended try_acquire failed");
+    g->release();
+    s.add(now_ns() - a);
+  }
+  s.elapsed_s = static_cast<double>(now_ns() - t0) / 1e9;
+  return s;
+}
+
+/// Hand-off: `holder` releases, `waiter` (already waiting) holds: latency from the release
+/// returning to the waiter's acquire returning.
+samples galera_handoffs(sqllock::client& holder, sqllock::client& waiter, const std::string& prefix, int rounds) {
+  samples s;
+  for (int i = 0; i < rounds; ++i) {
+    const std::string name = prefix + std::to_string(i);
+    auto g = holder.acquire_for(name, std::chrono::seconds(10));
+    std::atomic<std::int64_t> got{0};
+    std::thread t([&] {
+      auto w = waiter.acquire_for(name, std::chrono::seconds(10));
+      got = now_ns();
+      w.release();
+    });
+    sleep_ms(40);  // the waiter has tried once and waits
+    g.release();
+    const auto released = now_ns();
+    t.join();
+    s.add(got.load() - released);
+  }
+  return s;
+}
+
+}  // namespace
+
+void scenario_galera(const config& cfg, report& rep) {
+  const std::string sc = "7 galera";
+  if (cfg.backend != "mysql") return;
+  const char* u1 = std::getenv("SQLLOCK_TEST_GALERA_URL1");
+  const char* u2 = std::getenv("SQLLOCK_TEST_GALERA_URL2");
+  if (!u1 || !*u1 || !u2 || !*u2) {
+    const std::string why =
+        "scenario 7 (Galera) skipped: SQLLOCK_TEST_GALERA_URL1/2 are not set (scripts/galera-cluster.sh start DIR; "
+        "source DIR/env.sh)";
+    std::cerr << "\nsqllock_bench: " << why << "\n";
+    rep.notes.push_back(why);
+    return;
+  }
+  const std::string table = "bench_s7_locks";
+  auto single = make_client(cfg.url, table);
+  auto single_waiter = make_client(cfg.url, table);
+  auto node1 = make_client(u1, table);
+  auto node2 = make_client(u2, table);
+  const int n = cfg.quick ? 100 : 400;
+  const int rounds = cfg.quick ? 12 : 40;
+  galera_cycles(single, unique_prefix("g7w"), 20);  // warm-up
+  galera_cycles(node1, unique_prefix("g7w"), 20);
+  // Blocks taken in turns, so both sides see the same machine load (the disk's fsync time varies).
+  constexpr int blocks = 4;
+  samples s_single, s_node, h_single, h_cross;
+  auto append = [](samples& to, const samples& from) {
+    to.ns.insert(to.ns.end(), from.ns.begin(), from.ns.end());
+    to.elapsed_s += from.elapsed_s;
+  };
+  for (int b = 0; b < blocks; ++b) {
+    append(s_single, galera_cycles(single, unique_prefix("g7s"), n / blocks));
+    append(s_node, galera_cycles(node1, unique_prefix("g7g"), n / blocks));
+  }
+  rep.add({sc, "acquire + release on one Galera node (median)", "ms", s_node.median_ms(), "single server, same run",
+           s_single.median_ms(), std::nullopt, "", std::nullopt,
+           "p99 " + fmt(s_node.pct_ms(99)) + " ms vs " + fmt(s_single.pct_ms(99)) + " ms"});
+  for (int b = 0; b < blocks; ++b) {
+    append(h_single, galera_handoffs(single, single_waiter, unique_prefix("g7hs"), rounds / blocks));
+    append(h_cross, galera_handoffs(node1, node2, unique_prefix("g7hg"), rounds / blocks));
+  }
+  rep.add({sc, "hand-off node 1 -> waiter on node 2 (median)", "ms", h_cross.median_ms(),
+           "single server (GET_LOCK wake-up)", h_single.median_ms(), std::nullopt, "", std::nullopt,
+           "p90 " + fmt(h_cross.pct_ms(90)) + " ms vs " + fmt(h_single.pct_ms(90)) +
+               " ms; the waiter reads the row every 25 ms"});
+  auto& lat = rep.handoff_ms["galera, node 1 -> node 2 (row polling 25 ms)"];
+  for (auto v : h_cross.ns) lat.push_back(ns_to_ms(static_cast<double>(v)));
+}
+
 }  // namespace bench

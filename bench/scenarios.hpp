@@ -1,4 +1,4 @@
-// The six benchmark scenarios and the child-process roles they spawn.
+// The seven benchmark scenarios and the child-process roles they spawn.
 #pragma once
 
 #include <string>
@@ -23,6 +23,9 @@ void scenario_contention(const config& cfg, report& rep);
 void scenario_scale(const config& cfg, report& rep);
 void scenario_many_leases(const config& cfg, report& rep);
 void scenario_inventory(const config& cfg, report& rep);
+/// A Galera cluster (SQLLOCK_TEST_GALERA_URL1/2) against the single server of cfg.url; skipped
+/// with a printed reason when the cluster is not given.
+void scenario_galera(const config& cfg, report& rep);
 
 /// Entry point of a child process (`sqllock_bench child ROLE ...`); returns its exit code.
 int child_main(int argc, char** argv);

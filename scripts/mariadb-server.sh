@@ -27,6 +27,8 @@ dir=$2
 mkdir_dir() { mkdir -p "$dir" && dir=$(cd "$dir" && pwd); }
 
 script_path=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+# shellcheck source=lib/mariadb-common.sh
+source "$(dirname "$script_path")/lib/mariadb-common.sh"
 
 test_db=sqllock_test
 test_user=sqllock
@@ -34,47 +36,6 @@ test_password=sqllock_test_pw
 admin_user=sqllock_admin
 admin_password=sqllock_admin_pw
 marker=.sqllock-mariadb
-
-find_mariadbd() {
-  local p
-  for p in "$(command -v mariadbd 2>/dev/null || true)" /usr/sbin/mariadbd /usr/sbin/mysqld \
-           /usr/libexec/mariadbd; do
-    if [[ -n "$p" && -x "$p" ]]; then echo "$p"; return 0; fi
-  done
-  return 1
-}
-
-client_bin() {
-  command -v mariadb 2>/dev/null || command -v mysql 2>/dev/null || return 1
-}
-
-install_missing() {
-  local missing=()
-  find_mariadbd >/dev/null || missing+=(mariadb-server)
-  command -v mariadb-install-db >/dev/null 2>&1 || command -v mysql_install_db >/dev/null 2>&1 ||
-    missing+=(mariadb-server)
-  client_bin >/dev/null || missing+=(mariadb-client)
-  if ! dpkg -s libmysqlcppconn-dev >/dev/null 2>&1; then missing+=(libmysqlcppconn-dev); fi
-  if [[ ${#missing[@]} -gt 0 ]]; then
-    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get to install them"
-    local sudo=()
-    [[ $(id -u) -eq 0 ]] || sudo=(sudo)
-    echo "mariadb-server.sh: installing ${missing[*]}" >&2
-    export DEBIAN_FRONTEND=noninteractive
-    "${sudo[@]}" apt-get update -qq >&2 || true
-    # Debian's postinst would try to start a system service; policy-rc.d 101 forbids that.
-    local policy=/usr/sbin/policy-rc.d created_policy=0
-    if [[ ! -e $policy && $(id -u) -eq 0 ]]; then
-      printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy" && created_policy=1
-    fi
-    "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2 || {
-      [[ $created_policy -eq 1 ]] && rm -f "$policy"
-      die "apt-get install ${missing[*]} failed"
-    }
-    [[ $created_policy -eq 1 ]] && rm -f "$policy"
-  fi
-  find_mariadbd >/dev/null || die "mariadbd not found after installing mariadb-server"
-}
 
 free_port() {
   if command -v python3 >/dev/null 2>&1; then
@@ -87,10 +48,6 @@ free_port() {
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
   done
   return 1
-}
-
-run_user() {
-  if [[ $(id -u) -eq 0 ]]; then echo root; else id -un; fi
 }
 
 server_pid() {
@@ -194,18 +151,7 @@ start() {
       [[ $attempt -lt 3 ]] || die "could not start mariadbd"
       echo "mariadb-server.sh: retrying on another port" >&2
     done
-    root_sql <<EOF || { log_tail; die "creating the test database and users failed"; }
-DROP USER IF EXISTS ''@'localhost';
-DROP USER IF EXISTS ''@'$(hostname)';
-CREATE DATABASE IF NOT EXISTS \`$test_db\`;
-CREATE USER IF NOT EXISTS '$test_user'@'%' IDENTIFIED BY '$test_password';
-CREATE USER IF NOT EXISTS '$test_user'@'localhost' IDENTIFIED BY '$test_password';
-GRANT ALL PRIVILEGES ON \`$test_db\`.* TO '$test_user'@'%';
-GRANT ALL PRIVILEGES ON \`$test_db\`.* TO '$test_user'@'localhost';
-CREATE USER IF NOT EXISTS '$admin_user'@'%' IDENTIFIED BY '$admin_password';
-GRANT ALL PRIVILEGES ON *.* TO '$admin_user'@'%' WITH GRANT OPTION;
-FLUSH PRIVILEGES;
-EOF
+    test_accounts_sql | root_sql || { log_tail; die "creating the test database and users failed"; }
   fi
   write_env "$(cat "$dir/port")"
   echo "mariadb-server.sh: MariaDB running on 127.0.0.1:$(cat "$dir/port"); source $dir/env.sh" >&2

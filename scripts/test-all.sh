@@ -10,7 +10,9 @@
 # replication, about 80 s: each starts its own PostgreSQL primary + standby with
 # scripts/postgresql-replica.sh, kills the primary and promotes the standby), and the package
 # tests (label package: installing, a shared build, the .deb; they build trees of their own and
-# test no sanitized code). Stops the servers also when tests fail, and closes with one
+# test no sanitized code). So do the Galera tests (label galera, about 60 s, plus about 25 s to
+# start the cluster): a 3-node MariaDB Galera cluster (scripts/galera-cluster.sh) runs for the
+# first pass only and is stopped after it. Stops the servers also when tests fail, and closes with one
 # "total: N passed, N failed".
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -25,6 +27,7 @@ cleanup() {
   "$root/scripts/pgbouncer-server.sh" stop "$work/pgb" >/dev/null 2>&1 || true
   "$root/scripts/postgresql-server.sh" stop "$work/pg" >/dev/null 2>&1 || true
   "$root/scripts/mariadb-server.sh" stop "$work/my" >/dev/null 2>&1 || true
+  "$root/scripts/galera-cluster.sh" stop "$work/galera" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -73,15 +76,24 @@ run() {  # run TITLE ctest-args...: run ctest, count, remember failure, keep goi
 }
 
 configure release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+# A cluster that does not start fails the galera tests (their URLs are missing), not the run.
+if "$root/scripts/galera-cluster.sh" start "$work/galera"; then
+  # shellcheck disable=SC1091
+  source "$work/galera/env.sh"
+else
+  echo "=== the Galera cluster did not start: the galera tests will fail"
+fi
 run "all tests (RelWithDebInfo)" --test-dir "$build/release"
+"$root/scripts/galera-cluster.sh" stop "$work/galera" || true
+unset "${!SQLLOCK_TEST_GALERA_@}"
 
 configure asan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=address,undefined
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety|pgbouncer|replication|package"
+  run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" -LE "fault|fuzz|safety|pgbouncer|replication|package|galera"
 
 configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUILD_CLI=OFF
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
-  run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" -L "conformance|unit" -LE "pgbouncer|replication"
+  run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" -L "conformance|unit" -LE "pgbouncer|replication|galera"
 
 echo "=== quick benchmarks (bench/run.sh --quick): ratios to same-run baselines"
 if bash "$root/bench/run.sh" --quick --out "$work/bench"; then

@@ -59,10 +59,11 @@ struct statement_set {
         lock_table_probe(statement_text("lock_table_probe", table)),
         migrate_lock(statement_text("migrate_lock", table)),
         migrate_unlock(statement_text("migrate_unlock", table)),
-        time_zone(statement_text("session_time_zone", table)) {}
+        time_zone(statement_text("session_time_zone", table)),
+        sync_wait(statement_text("session_sync_wait", table)) {}
   std::string acquire, acquire_plain, acquire_result, renew, renew_check, release, release_plain, force_release,
       inspect, list, semaphore_register, semaphore_permits, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
-      migrate_unlock, time_zone;
+      migrate_unlock, time_zone, sync_wait;
 };
 
 /// MariaDB 10.6+ (JSON_TABLE, SKIP LOCKED, INSERT ... RETURNING) or MySQL 8.0+ (JSON_TABLE).
@@ -179,9 +180,15 @@ class mysql_backend final : public backend {
     const std::int64_t us = static_cast<std::int64_t>(req.ttl.count()) * 1000;
     std::unique_lock lock(caller_mutex_, std::defer_lock);
     if (!lock.try_lock_until(req.deadline)) return {};  // the connection stayed busy: not acquired now
-    return with_lane(caller_, req.deadline, [&](connection& c) {
-      return returning_ ? acquire_returning(c, req, us) : acquire_plain(c, req, us);
-    });
+    try {
+      return with_lane(caller_, req.deadline, [&](connection& c) {
+        return returning_ ? acquire_returning(c, req, us) : acquire_plain(c, req, us);
+      });
+    } catch (const deadlock_detected&) {
+      // Still a deadlock victim (or, on Galera, still losing certification to other nodes' writes
+      // of the row) at the deadline: the upsert was rolled back whole, so nothing was acquired.
+      return {};
+    }
   }
 
   std::vector<std::size_t> renew(std::span<const renew_item> items, steady::time_point deadline) override {
@@ -301,6 +308,12 @@ class mysql_backend final : public backend {
     const server_traits& t = c->traits();
     require_supported(t);
     require_durable(t, options_.allow_unsafe_durability);
+    if (t.wsrep_on) {
+      // Galera: reads wait for the writes the cluster committed before them; GET_LOCK wake-ups
+      // cannot cross nodes, so the waker reads rows instead and no wake-up lock is taken.
+      c->execute(sql_.sync_wait, {}, "session_sync_wait");
+      galera_ = true;
+    }
     if (fd < 0 && !warned_no_socket_.exchange(true)) {
       log_message(options_, log_level::warning,
                   "mysql: the lease connection's socket could not be identified; a statement without an answer "
@@ -343,8 +356,11 @@ class mysql_backend final : public backend {
           drop_lane(l);
           throw;
         }
-        if (attempt >= max_deadlock_retries || steady::now() >= deadline) throw;
-        std::this_thread::sleep_for(std::chrono::milliseconds(attempt));
+        // Galera: a certification conflict (1213 at commit, "WSREP detected deadlock/conflict")
+        // is routine when nodes write the same row at once; retried until the deadline.
+        const auto pause = std::chrono::milliseconds(std::min(attempt, 20));
+        if ((!galera_ && attempt >= max_deadlock_retries) || steady::now() + pause >= deadline) throw;
+        std::this_thread::sleep_for(pause);
       } catch (const error& e) {
         const bool timed_out = armed.fired();
         if (timed_out || (l.conn && l.conn->broken())) drop_lane(l);
@@ -362,7 +378,7 @@ class mysql_backend final : public backend {
 
   /// MariaDB: one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING, wake-up lock included.
   acquire_outcome acquire_returning(connection& c, const acquire_request& req, std::int64_t us) {
-    const bool want = options_.notifications && !caller_.wake_locks.count(req.name);
+    const bool want = options_.notifications && !galera_ && !caller_.wake_locks.count(req.name);
     count_statement();
     result_rows r = c.query(sql_.acquire,
                             {req.name, req.holder, req.owner, us, req.owner, req.owner,
@@ -382,7 +398,7 @@ class mysql_backend final : public backend {
     result_rows r = c.query(sql_.acquire_result, {req.owner, req.name}, "lease_acquire", true);
     if (r.empty()) throw database_error("mysql lease_acquire: no row", std::string(backend_name), "", "lease_acquire");
     std::optional<std::string> got("1");
-    if (truthy(r[0][0]) && options_.notifications && !caller_.wake_locks.count(req.name)) {
+    if (truthy(r[0][0]) && options_.notifications && !galera_ && !caller_.wake_locks.count(req.name)) {
       count_statement();
       result_rows w = c.query(sql_.wake_take, {waker::key(scope_, req.name)}, "wake_lock_take");
       got = w.empty() ? std::nullopt : w[0][0];
@@ -528,6 +544,7 @@ class mysql_backend final : public backend {
   fifo_mutex watchdog_mutex_;  // the watchdog thread, explicit renew() and re-sent releases
   lane_state watchdog_;
   std::atomic<bool> returning_{true};
+  std::atomic<bool> galera_{false};  // wsrep_on: a Galera node (see open_lane)
   std::atomic<bool> warned_no_socket_{false};
   // Releases sent on the watchdog lane that freed a lease whose wake-up lock the caller lane holds:
   // (name, owner), released by the caller lane before its next statement.

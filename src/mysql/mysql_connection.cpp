@@ -347,6 +347,10 @@ void deadline_timer::loop() {
 
 void require_durable(const server_traits& t, bool allow) {
   std::string problem;
+  // Galera: durability from the cluster (see the header); only a power loss of every node at
+  // once can lose the last second of commits.
+  const bool replicated = t.wsrep_on && t.galera_cluster_size >= 2;
+  if (replicated && (t.flush_log_at_trx_commit == 1 || t.flush_log_at_trx_commit == 2)) return;
   if (t.flush_log_at_trx_commit != 1) {
     problem = "innodb_flush_log_at_trx_commit = " + std::to_string(t.flush_log_at_trx_commit) +
               " (commits are flushed to disk only about once a second)";
@@ -517,6 +521,16 @@ const server_traits& connection::traits() {
       if (name == "sync_binlog") t.sync_binlog = std::atol(value.c_str());
       if (name == "log_bin") t.log_bin = value == "ON" || value == "1";
       if (name == "wsrep_on") t.wsrep_on = value == "ON" || value == "1";
+    }
+    if (t.wsrep_on) {
+      long size = 0;
+      bool primary = false;
+      for (const result_row& r : query(statement_text("server_galera", "sqllock_locks"), {}, "server_traits")) {
+        const std::string name = r[0].value_or("");
+        if (name == "wsrep_cluster_size") size = std::atol(r[1].value_or("0").c_str());
+        if (name == "wsrep_cluster_status") primary = r[1].value_or("") == "Primary";
+      }
+      t.galera_cluster_size = primary ? size : 0;
     }
     traits_ = std::move(t);
   }

@@ -56,11 +56,17 @@ struct server_traits {
   long sync_binlog = 1;
   bool log_bin = false;
   bool wsrep_on = false;
+  /// Galera only: the primary component's size when the connection was opened (0: not Primary).
+  long galera_cluster_size = 0;
 };
 
 /// Throws database_error naming the setting when `t` says commits may be lost in a crash (so an
 /// acquisition, and its fencing token, could be handed out again), unless `allow` (the user accepted
-/// the risk: client_options::allow_unsafe_durability).
+/// the risk: client_options::allow_unsafe_durability). A Galera node in a primary component of 2 or
+/// more acknowledges a commit only after its write set reached every node, so a crash of any one
+/// node loses nothing acknowledged: there innodb_flush_log_at_trx_commit = 2 (written to the OS at
+/// each commit, flushed about once a second) and a lazy sync_binlog are accepted; 0 is not (a
+/// crash of every mariadbd process at once, e.g. a bad upgrade, would lose the last second).
 void require_durable(const server_traits& t, bool allow);
 
 /// Where and how to connect (from the URL); never printed except through url.redacted().

@@ -10,7 +10,8 @@ waker::waker(connect_params params, client_options options, std::string scope, s
       options_(std::move(options)),
       scope_(std::move(scope)),
       wait_sql_(statement_text("wake_wait", table)),
-      release_sql_(statement_text("wake_lock_release", table)) {}
+      release_sql_(statement_text("wake_lock_release", table)),
+      row_free_sql_(statement_text("wake_row_free", table)) {}
 
 waker::~waker() {
   {
@@ -65,6 +66,18 @@ void waker::wake_all_watched() {
 /// A name whose key was seen held (or is newly watched, so presumed held) and is later found
 /// free (released between two slices, or while another name was waited on) is woken too: every
 /// held -> free transition wakes.
+void waker::wake_free_rows(connection& conn) {
+  std::vector<std::string> names;
+  {
+    std::lock_guard lock(mutex_);
+    for (const auto& [n, count] : watched_) names.push_back(n);
+    newly_watched_.clear();
+  }
+  for (const auto& n : names) {
+    if (!conn.query(row_free_sql_, {n}, "wake_row_free", true).empty()) wake_name(n);
+  }
+}
+
 void waker::loop() noexcept {
   std::unique_ptr<connection> conn;
   bool had_connection = false;
@@ -123,6 +136,12 @@ void waker::loop() noexcept {
       had_connection = true;
     }
     try {
+      if (conn->traits().wsrep_on) {
+        wake_free_rows(*conn);
+        std::unique_lock lock(mutex_);
+        cv_.wait_for(lock, galera_poll, [&] { return stopping_; });
+        continue;
+      }
       const std::string k = key(scope_, name);
       const value slice = conn->traits().mariadb ? value(0.25) : value(std::int64_t{1});
       result_rows r = conn->query(wait_sql_, {k, k, slice}, "wake_wait");

@@ -1,6 +1,7 @@
 // The MySQL waker: one connection that blocks on holders' GET_LOCK keys and wakes local waiters.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -17,6 +18,9 @@ namespace sqllock::detail::mysql {
 /// connection). The waker's own connection loops over the watched names with
 /// `IF(IS_USED_LOCK(k) IS NULL, -1, GET_LOCK(k, slice))`: 1 means the holder let go (or died), so
 /// the name's local waiters are woken. Missed cases only fall back to the client's polling.
+/// On a Galera node (wsrep_on) GET_LOCK is local to the node and holders may be on another one, so
+/// the loop instead reads the watched lease rows every `galera_poll` and wakes the names found free
+/// or expired (the holders then take no GET_LOCK at all).
 class waker {
  public:
   waker(connect_params params, client_options options, std::string scope, std::string table);
@@ -34,7 +38,12 @@ class waker {
   static std::string key(const std::string& scope, const std::string& name) { return scope + '/' + name; }
 
  private:
+  /// How often the watched rows are read on a Galera node.
+  static constexpr std::chrono::milliseconds galera_poll{25};
+
   void loop() noexcept;
+  /// One Galera round: wake every watched name whose row is free or expired.
+  void wake_free_rows(connection& conn);
   void wake_name(const std::string& name);
   void wake_all_watched();
 
@@ -43,6 +52,7 @@ class waker {
   std::string scope_;
   std::string wait_sql_;
   std::string release_sql_;
+  std::string row_free_sql_;
 
   std::mutex mutex_;  // watched_, newly_watched_, stopping_
   std::condition_variable cv_;

@@ -1,34 +1,37 @@
 #!/usr/bin/env bash
-# The user's story through PgBouncer in transaction mode: N concurrent `sqllock run` processes on
-# NAMES lock names, each CMD appending "start"/"end" lines with nanosecond timestamps and its fence.
+# The user's story through PgBouncer in transaction mode, or spread over the nodes of a Galera
+# cluster: N concurrent `sqllock run` processes on NAMES lock names, each CMD appending "start"/"end" lines with nanosecond timestamps and its fence.
 # Passes when every run ran its command (exit 0), no two critical sections of one name overlap
 # (by the timestamps, and by an atomic mkdir marker), and the fences of each name increase in
 # critical-section order.
 #
 #   cli_story.sh SQLLOCK_BINARY URL [PROCESSES [NAMES [WAIT]]]     (defaults 8, 1, 30s)
 #
-# URL is the PgBouncer URL (SQLLOCK_TEST_PGBOUNCER_URL); an empty one is a failure, not a skip.
+# URL is the PgBouncer URL (SQLLOCK_TEST_PGBOUNCER_URL), or several URLs separated by spaces (the
+# Galera nodes): run i uses URL number i modulo their count. An empty one is a failure, not a skip.
 set -uo pipefail
 
 [[ $# -ge 2 ]] || { echo "usage: $0 SQLLOCK_BINARY URL [PROCESSES [NAMES [WAIT]]]" >&2; exit 64; }
 bin=$1
-url=$2
+read -r -a urls <<<"$2"
+url=${urls[0]:-}
 processes=${3:-8}
 names=${4:-1}
 wait_for=${5:-30s}
 if [[ -z "$url" ]]; then
-  echo "cli_story.sh: no PgBouncer URL (SQLLOCK_TEST_PGBOUNCER_URL is not set); start it with" \
-       "scripts/pgbouncer-server.sh (scripts/test-all.sh does). This is a failure, not a skip." >&2
+  echo "cli_story.sh: no URL (SQLLOCK_TEST_PGBOUNCER_URL or SQLLOCK_TEST_GALERA_URL1..3 is not set); start" \
+       "the servers with scripts/pgbouncer-server.sh or scripts/galera-cluster.sh (scripts/test-all.sh does)." \
+       "This is a failure, not a skip." >&2
   exit 2
 fi
 [[ -x "$bin" ]] || { echo "cli_story.sh: $bin is not executable" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/sqllock-pgbouncer-story.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-prefix="pgb-story-$$-$RANDOM"
+prefix="cli-story-$$-$RANDOM"
 
 if ! "$bin" migrate --url "$url" >"$work/migrate.out" 2>&1; then
-  echo "FAIL: sqllock migrate through PgBouncer:" >&2
+  echo "FAIL: sqllock migrate:" >&2
   cat "$work/migrate.out" >&2
   exit 1
 fi
@@ -46,7 +49,7 @@ started=$(date +%s%N)
 pids=()
 for i in $(seq 1 "$processes"); do
   n=$((i % names))
-  "$bin" run --url "$url" --name "$prefix-$n" --wait "$wait_for" --ttl 10s -- sh -c "$cmd" sh "$n" "$work" \
+  "$bin" run --url "${urls[$((i % ${#urls[@]}))]}" --name "$prefix-$n" --wait "$wait_for" --ttl 10s -- sh -c "$cmd" sh "$n" "$work" \
     >"$work/out-$i" 2>"$work/err-$i" &
   pids+=($!)
 done

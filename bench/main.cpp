@@ -1,6 +1,8 @@
 // sqllock_bench: runs the scenarios for one backend, prints its Markdown table, writes its JSON.
 //
 //   sqllock_bench run --backend postgresql --url URL [--admin-url URL] [--quick] --out DIR [--only 1,3] [--stock N]
+//   sqllock_bench profile --url URL --what sqllock|sqllock-silent|shedlock [--count N]
+//                                    (uncontended acquire + release only, for perf / strace / valgrind)
 //   sqllock_bench backends           (the backends built in)
 //   sqllock_bench child ROLE ...     (internal: the other processes of scenarios 2, 3 and 5)
 //
@@ -19,7 +21,8 @@ namespace {
 
 int usage() {
   std::cerr << "usage: sqllock_bench run --backend sqlite|postgresql|mysql --url URL [--admin-url URL] [--quick] "
-               "--out DIR [--only 1,2,...] [--stock N]\n";
+               "--out DIR [--only 1,2,...] [--stock N]\n"
+               "       sqllock_bench profile --url URL --what sqllock|sqllock-silent|shedlock [--count N]\n";
   return 64;
 }
 
@@ -38,6 +41,24 @@ int main(int argc, char** argv) {
     std::cout << "mysql\n";
 #endif
     return 0;
+  }
+  if (argc >= 2 && std::string(argv[1]) == "profile") {
+    std::string url, what = "sqllock";
+    long count = 2000;
+    for (int i = 2; i + 1 < argc; i += 2) {
+      const std::string a = argv[i];
+      if (a == "--url") url = argv[i + 1];
+      else if (a == "--what") what = argv[i + 1];
+      else if (a == "--count") count = std::stol(argv[i + 1]);
+      else return usage();
+    }
+    if (url.empty()) return usage();
+    try {
+      return bench::profile_main(url, what, count);
+    } catch (const std::exception& e) {
+      std::cerr << "sqllock_bench profile: " << e.what() << std::endl;
+      return 1;
+    }
   }
   if (argc < 2 || std::string(argv[1]) != "run") return usage();
   bench::config cfg;
@@ -63,7 +84,7 @@ int main(int argc, char** argv) {
     } else if (a == "--only") {
       std::string v = next();
       for (char c : v)
-        if (c >= '1' && c <= '7') only.insert(c - '0');
+        if (c >= '1' && c <= '8') only.insert(c - '0');
     } else {
       return usage();
     }
@@ -75,7 +96,8 @@ int main(int argc, char** argv) {
   rep.quick = cfg.quick;
   const std::vector<std::pair<int, void (*)(const bench::config&, bench::report&)>> scenarios{
       {1, bench::scenario_uncontended}, {2, bench::scenario_handoff},     {3, bench::scenario_contention},
-      {4, bench::scenario_scale},       {5, bench::scenario_many_leases}, {6, bench::scenario_inventory}, {7, bench::scenario_galera}};
+      {4, bench::scenario_scale},       {5, bench::scenario_many_leases}, {6, bench::scenario_inventory},
+      {7, bench::scenario_galera},      {8, bench::scenario_semaphore}};
   for (const auto& [n, fn] : scenarios) {
     if (!only.empty() && !only.contains(n)) continue;
     const auto t0 = bench::now_ns();

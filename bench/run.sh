@@ -8,7 +8,9 @@
 # for the backends that were built, and stops them at the end. Scenario 7 (MariaDB Galera, as
 # ratios to that single MariaDB server) runs when SQLLOCK_TEST_GALERA_URL1/2 are exported
 # (scripts/galera-cluster.sh start DIR; source DIR/env.sh) and otherwise prints why it was
-# skipped: run.sh starts no cluster (CI's --quick run has none). Exits non-zero only on a real
+# skipped: run.sh starts no cluster (CI's --quick run has none). The PgBouncer row of scenario 1
+# uses SQLLOCK_TEST_PGBOUNCER_URL (scripts/pgbouncer-server.sh exports it; started here in front of
+# a throwaway PostgreSQL when pgbouncer is installed); without it the row is missing, and says why. Exits non-zero only on a real
 # failure (a build error, a crash, an oversell, broken exclusion); a missed speed target is
 # printed as MISSED.
 set -euo pipefail
@@ -45,6 +47,7 @@ built=$(date +%s)
 work=""
 cleanup() {
   if [[ -n "$work" ]]; then
+    [[ -d "$work/pgb" ]] && "$root/scripts/pgbouncer-server.sh" stop "$work/pgb" >/dev/null 2>&1 || true
     [[ -d "$work/pg" ]] && "$root/scripts/postgresql-server.sh" stop "$work/pg" >/dev/null 2>&1 || true
     [[ -d "$work/my" ]] && "$root/scripts/mariadb-server.sh" stop "$work/my" >/dev/null 2>&1 || true
     rm -rf "$work"
@@ -63,6 +66,13 @@ if need_server SQLLOCK_TEST_POSTGRESQL_URL postgresql; then
   "$root/scripts/postgresql-server.sh" start "$work/pg" >&2
   # shellcheck disable=SC1091
   source "$work/pg/env.sh"
+  # PgBouncer (transaction mode) in front of it, for scenario 1's pooler row; without pgbouncer
+  # installed the row is left out and the table says why.
+  if [[ -z "${SQLLOCK_TEST_PGBOUNCER_URL:-}" ]] && command -v pgbouncer >/dev/null 2>&1 &&
+    "$root/scripts/pgbouncer-server.sh" start "$work/pgb" "$work/pg/env.sh" >&2; then
+    # shellcheck disable=SC1091
+    source "$work/pgb/env.sh"
+  fi
 fi
 if need_server SQLLOCK_TEST_MYSQL_URL mysql; then
   "$root/scripts/mariadb-server.sh" start "$work/my" >&2

@@ -5,7 +5,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -63,6 +65,40 @@ std::string with_param(const std::string& url, const std::string& kv) {
   return url + (url.find('?') == std::string::npos ? "?" : "&") + kv;
 }
 
+/// The ShedLock-style baseline (its JDBC provider's server-time statements) on table `t`.
+std::string shedlock_create_sql(const std::string& d, const std::string& t) {
+  return by_dialect(d,
+      "CREATE TABLE " + t + " (name varchar(64) PRIMARY KEY, lock_until timestamptz NOT NULL, "
+      "locked_at timestamptz NOT NULL, locked_by varchar(255) NOT NULL)",
+      "CREATE TABLE " + t + " (name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until DATETIME(3) NOT NULL, "
+      "locked_at DATETIME(3) NOT NULL, locked_by VARCHAR(255) NOT NULL) ENGINE=InnoDB",
+      "CREATE TABLE " + t + " (name TEXT NOT NULL PRIMARY KEY, lock_until INTEGER NOT NULL, "
+      "locked_at INTEGER NOT NULL, locked_by TEXT NOT NULL)");
+}
+const std::string lite_now = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+std::string shedlock_acquire_sql(const std::string& d, const std::string& t) {
+  return by_dialect(d,
+      "INSERT INTO " + t + " (name, lock_until, locked_at, locked_by) "
+      "VALUES ($1, clock_timestamp() + $2::bigint * interval '1 millisecond', clock_timestamp(), $3) "
+      "ON CONFLICT (name) DO UPDATE SET lock_until = excluded.lock_until, locked_at = excluded.locked_at, "
+      "locked_by = excluded.locked_by WHERE " + t + ".lock_until <= clock_timestamp()",
+      "INSERT INTO " + t + " (name, lock_until, locked_at, locked_by) "
+      "VALUES (?, UTC_TIMESTAMP(3) + INTERVAL ? * 1000 MICROSECOND, UTC_TIMESTAMP(3), ?) "
+      "ON DUPLICATE KEY UPDATE locked_by = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(locked_by), locked_by), "
+      "locked_at = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(locked_at), locked_at), "
+      "lock_until = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(lock_until), lock_until)",
+      "INSERT INTO " + t + " (name, lock_until, locked_at, locked_by) VALUES (?1, " + lite_now + " + ?2, " +
+          lite_now + ", ?3) ON CONFLICT (name) DO UPDATE SET lock_until = excluded.lock_until, "
+          "locked_at = excluded.locked_at, locked_by = excluded.locked_by WHERE " + t + ".lock_until <= " +
+          lite_now);
+}
+std::string shedlock_release_sql(const std::string& d, const std::string& t) {
+  return by_dialect(d,
+      "UPDATE " + t + " SET lock_until = clock_timestamp() WHERE name = $1 AND locked_by = $2",
+      "UPDATE " + t + " SET lock_until = UTC_TIMESTAMP(3) WHERE name = ? AND locked_by = ?",
+      "UPDATE " + t + " SET lock_until = " + lite_now + " WHERE name = ?1 AND locked_by = ?2");
+}
+
 /// Scale a count for quick mode.
 long pick(const config& cfg, long full, long quick) { return cfg.quick ? quick : full; }
 
@@ -102,35 +138,12 @@ void scenario_uncontended(const config& cfg, report& rep) {
   drop_table(*raw, "bench_shedlock");
   auto c = make_client(cfg.url, table);
 
-  raw->exec(by_dialect(d,
-      "CREATE TABLE bench_shedlock (name varchar(64) PRIMARY KEY, lock_until timestamptz NOT NULL, "
-      "locked_at timestamptz NOT NULL, locked_by varchar(255) NOT NULL)",
-      "CREATE TABLE bench_shedlock (name VARCHAR(64) NOT NULL PRIMARY KEY, lock_until DATETIME(3) NOT NULL, "
-      "locked_at DATETIME(3) NOT NULL, locked_by VARCHAR(255) NOT NULL) ENGINE=InnoDB",
-      "CREATE TABLE bench_shedlock (name TEXT NOT NULL PRIMARY KEY, lock_until INTEGER NOT NULL, "
-      "locked_at INTEGER NOT NULL, locked_by TEXT NOT NULL)"));
-  const std::string lite_now = "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)";
+  raw->exec(shedlock_create_sql(d, "bench_shedlock"));
   // ShedLock's server-time statements, one each, both durable like sqllock's (a release lost in a
   // crash would leave the lock to its TTL; sqllock's releases are durable since issue 10).
-  const std::string raw_text_acq = by_dialect(d,
-      "INSERT INTO bench_shedlock (name, lock_until, locked_at, locked_by) "
-      "VALUES ($1, clock_timestamp() + $2::bigint * interval '1 millisecond', clock_timestamp(), $3) "
-      "ON CONFLICT (name) DO UPDATE SET lock_until = excluded.lock_until, locked_at = excluded.locked_at, "
-      "locked_by = excluded.locked_by WHERE bench_shedlock.lock_until <= clock_timestamp()",
-      "INSERT INTO bench_shedlock (name, lock_until, locked_at, locked_by) "
-      "VALUES (?, UTC_TIMESTAMP(3) + INTERVAL ? * 1000 MICROSECOND, UTC_TIMESTAMP(3), ?) "
-      "ON DUPLICATE KEY UPDATE locked_by = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(locked_by), locked_by), "
-      "locked_at = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(locked_at), locked_at), "
-      "lock_until = IF(lock_until <= UTC_TIMESTAMP(3), VALUES(lock_until), lock_until)",
-      "INSERT INTO bench_shedlock (name, lock_until, locked_at, locked_by) VALUES (?1, " + lite_now + " + ?2, " +
-          lite_now + ", ?3) ON CONFLICT (name) DO UPDATE SET lock_until = excluded.lock_until, "
-          "locked_at = excluded.locked_at, locked_by = excluded.locked_by WHERE bench_shedlock.lock_until <= " +
-          lite_now);
+  const std::string raw_text_acq = shedlock_acquire_sql(d, "bench_shedlock");
   const int shed_acq = raw->prepare(raw_text_acq);
-  const std::string raw_text_rel = by_dialect(d,
-      "UPDATE bench_shedlock SET lock_until = clock_timestamp() WHERE name = $1 AND locked_by = $2",
-      "UPDATE bench_shedlock SET lock_until = UTC_TIMESTAMP(3) WHERE name = ? AND locked_by = ?",
-      "UPDATE bench_shedlock SET lock_until = " + lite_now + " WHERE name = ?1 AND locked_by = ?2");
+  const std::string raw_text_rel = shedlock_release_sql(d, "bench_shedlock");
   const int shed_rel = raw->prepare(raw_text_rel);
   const int select1 = raw->prepare("SELECT 1");
   int native_lock = -1, native_unlock = -1;
@@ -204,7 +217,33 @@ void scenario_uncontended(const config& cfg, report& rep) {
     g->release();
   }, {}};
 
+  // Issue 14: the same pair through PgBouncer in transaction mode (SQLLOCK_TEST_PGBOUNCER_URL, as
+  // scripts/pgbouncer-server.sh exports it: prepared statements and notifications off, which a
+  // transaction-mode pooler needs), beside a direct client with the same options, so that the
+  // ratio is the pooler's own cost.
+  const char* pgb_env = d == "postgresql" ? std::getenv("SQLLOCK_TEST_PGBOUNCER_URL") : nullptr;
+  const std::string pgb_url = pgb_env ? pgb_env : "";
+  std::optional<sqllock::client> c_pgb, c_direct_same;
+  if (!pgb_url.empty()) {
+    c_pgb.emplace(make_client(pgb_url, table, /*notifications=*/false));
+    c_direct_same.emplace(make_client(with_param(cfg.url, "sqllock_prepared_statements=off"), table, false));
+  }
+  variant v_pgb{"sqllock through PgBouncer (transaction mode)", [&](long i) {
+    auto g = c_pgb->try_acquire(pfx + "b" + std::to_string(i));
+    if (!g) throw std::runtime_error("uncontended try_acquire through PgBouncer failed");
+    g->release();
+  }, {}};
+  variant v_direct_same{"direct, same options (no prepared statements, no notifications)", [&](long i) {
+    auto g = c_direct_same->try_acquire(pfx + "d" + std::to_string(i));
+    if (!g) throw std::runtime_error("uncontended try_acquire failed");
+    g->release();
+  }, {}};
+
   std::vector<variant*> vs{&v_sqllock, &v_select, &v_shed, &v_silent, &v_norenew};
+  if (c_pgb) {
+    vs.push_back(&v_pgb);
+    vs.push_back(&v_direct_same);
+  }
   if (native_lock >= 0) vs.push_back(&v_native);
   // And the ShedLock-style pair on such a connection: the floor of any one-row table lock there.
   std::unique_ptr<raw_db> raw_async;
@@ -260,6 +299,18 @@ void scenario_uncontended(const config& cfg, report& rep) {
   rep.add({sc, "acquire+release ops/s", "ops/s", v_sqllock.s.rate(), v_select.name, v_select.s.rate()});
   if (native_lock >= 0) {
     rep.add({sc, "acquire+release p50", "ms", v_sqllock.s.median_ms(), v_native.name, v_native.s.median_ms()});
+  }
+  if (c_pgb) {
+    rep.add({sc, "acquire+release p50 through PgBouncer (transaction mode)", "ms", v_pgb.s.median_ms(),
+             v_direct_same.name, v_direct_same.s.median_ms(), std::nullopt, "", std::nullopt,
+             "the pooler's cost: same client options, same server"});
+    rep.add({sc, "acquire+release p50 through PgBouncer (transaction mode)", "ms", v_pgb.s.median_ms(),
+             "direct, default options", v_sqllock.s.median_ms()});
+    rep.add({sc, "acquire+release ops/s through PgBouncer (transaction mode)", "ops/s", v_pgb.s.rate(),
+             v_direct_same.name, v_direct_same.s.rate()});
+  } else if (d == "postgresql") {
+    rep.notes.push_back("1: no PgBouncer row: SQLLOCK_TEST_PGBOUNCER_URL is not set (scripts/pgbouncer-server.sh "
+                        "start DIR PG_DIR/env.sh, then source DIR/env.sh)");
   }
   const double per_acq = ops ? static_cast<double>(acq_stmts) / static_cast<double>(ops) : 0;
   const double per_rel = ops ? static_cast<double>(rel_stmts) / static_cast<double>(ops) : 0;
@@ -852,6 +903,159 @@ void scenario_inventory(const config& cfg, report& rep) {
     const std::string path = url.substr(7);
     for (const char* suffix : {"", "-wal", "-shm", "-sqllock-wait"}) unlink((path + suffix).c_str());
   }
+}
+
+// ---- 8. semaphore throughput ----------------------------------------------------------------
+
+void scenario_semaphore(const config& cfg, report& rep) {
+  const std::string sc = "8 semaphore";
+  const std::string table = "bench_s7_locks";
+  auto raw = open_raw(cfg.url);
+  drop_lock_table(*raw, table);
+  { auto c = make_client(cfg.url, table); }  // create the table once
+  constexpr int permits = 3, threads = 6;
+  const double secs = cfg.quick ? 2.0 : 6.0;
+  const std::string pfx = unique_prefix("sem");
+
+  struct result {
+    double per_s = 0, stmts_per_acq = 0;
+    int max_inside = 0;
+    long ops = 0, violations = 0;
+  };
+  // Six threads, each with its own client (its own connections), loop acquire / 1 ms work /
+  // release for `secs`. semaphore: one name with 3 permits; baseline: three plain lease names, two
+  // threads per name: the same capacity (3 holders at a time) and the same 2:1 contention.
+  auto run = [&](bool semaphore) {
+    std::mutex mu;
+    std::atomic<int> inside{0}, max_inside{0};
+    std::array<std::atomic<int>, permits> inside_name{};
+    std::map<int, std::int64_t> last_token;  // per permit slot or per name
+    std::atomic<long> ops{0}, violations{0}, stmts{0};
+    std::atomic<bool> failed{false};
+    std::string error;
+    std::atomic<int> ready{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> ts;
+    std::int64_t start = 0, end = 0;
+    for (int t = 0; t < threads; ++t) {
+      ts.emplace_back([&, t] {
+        try {
+          sqllock::client_options o;
+          o.table = table;
+          auto c = sqllock::connect(cfg.url, o);
+          const std::string lock_name = pfx + "l" + std::to_string(t % permits);
+          ++ready;
+          while (!go.load()) std::this_thread::yield();
+          const auto s0 = c.statement_count();
+          long mine = 0;
+          while (now_ns() < end) {
+            auto g = semaphore ? c.acquire_permit_for(pfx + "s", permits, 60s) : c.acquire_for(lock_name, 60s);
+            const int slot = semaphore ? g.permit() : t % permits;
+            const int n = inside.fetch_add(1) + 1;
+            if (n > permits) violations.fetch_add(1);
+            if (inside_name[static_cast<std::size_t>(slot)].fetch_add(1) != 0) violations.fetch_add(1);
+            for (int m = max_inside.load(); n > m && !max_inside.compare_exchange_weak(m, n);) {
+            }
+            {
+              std::lock_guard lk(mu);
+              auto& last = last_token[slot];
+              if (g.fencing_token() <= last) violations.fetch_add(1);
+              last = g.fencing_token();
+            }
+            std::this_thread::sleep_for(1ms);  // the work
+            inside_name[static_cast<std::size_t>(slot)].fetch_sub(1);
+            inside.fetch_sub(1);
+            g.release();
+            ++mine;
+          }
+          ops += mine;
+          stmts += static_cast<long>(c.statement_count() - s0);
+        } catch (const std::exception& e) {
+          std::lock_guard lk(mu);
+          failed = true;
+          error = e.what();
+          ++ready;
+        }
+      });
+    }
+    while (ready.load() < threads) std::this_thread::sleep_for(1ms);
+    start = now_ns();
+    end = start + static_cast<std::int64_t>(secs * 1e9);
+    go = true;
+    for (auto& th : ts) th.join();
+    if (failed) throw std::runtime_error(std::string(semaphore ? "semaphore" : "lease baseline") + ": " + error);
+    result r;
+    r.ops = ops.load();
+    r.per_s = static_cast<double>(r.ops) / (static_cast<double>(now_ns() - start) / 1e9);
+    r.stmts_per_acq = r.ops ? static_cast<double>(stmts.load()) / static_cast<double>(r.ops) : 0;
+    r.max_inside = max_inside.load();
+    r.violations = violations.load();
+    return r;
+  };
+  const auto base = run(false);
+  const auto sem = run(true);
+  const std::string bname = "3 plain leases, 2 threads each";
+  rep.add({sc, "3 permits, 6 clients: acquisitions/s", "acq/s", sem.per_s, bname, base.per_s});
+  rep.add({sc, "3 permits, 6 clients: statements per acquire+release", "", sem.stmts_per_acq, bname, base.stmts_per_acq});
+  auto& f = rep.add({sc, "3 permits, 6 clients: most holders at once", "", static_cast<double>(sem.max_inside), "permits",
+                     static_cast<double>(permits)});
+  f.target = "<= 3, no token regression";
+  f.met = sem.max_inside <= permits && sem.violations == 0;
+  for (const auto& [label, r] : {std::pair{"semaphore", sem}, std::pair{"lease baseline", base}}) {
+    if (r.violations != 0)
+      rep.failures.push_back(std::string("8 ") + label + ": " + std::to_string(r.violations) +
+                             " violations (more than 3 holders, two on one permit or name, or a token not increasing)");
+  }
+  std::ostringstream n;
+  n << "8: " << threads << " threads, each with its own client, loop acquire (wait up to 60 s) / 1 ms work / release for "
+    << fmt(secs) << " s; semaphore: one name, " << permits << " permits (" << sem.ops << " acquisitions); baseline: "
+    << permits << " lease names, 2 threads each (" << base.ops << " acquisitions): the same capacity and contention; "
+    << "exclusion per permit/name, at most 3 holders and token order checked on every acquisition";
+  rep.notes.push_back(n.str());
+  drop_lock_table(*raw, table);
+}
+
+// ---- profile: one client, nothing else, for perf / strace / valgrind ---------------------------
+
+int profile_main(const std::string& url, const std::string& what, long count) {
+  const std::string table = "bench_prof_locks";
+  auto raw = open_raw(url, "FULL");
+  const std::string d = raw->dialect();
+  const std::string pfx = unique_prefix("p");
+  if (what == "sqllock" || what == "sqllock-silent") {
+    drop_lock_table(*raw, table);
+    auto c = make_client(url, table, what == "sqllock");
+    const auto s0 = c.statement_count();
+    const auto t0 = now_ns();
+    for (long i = 0; i < count; ++i) {
+      auto g = c.try_acquire(pfx + std::to_string(i));
+      if (!g) throw std::runtime_error("uncontended try_acquire failed");
+      g->release();
+    }
+    const double dt = static_cast<double>(now_ns() - t0) / 1e9;
+    std::cout << what << ": " << count << " acquire+release in " << fmt(dt) << " s, "
+              << fmt(dt * 1e3 / static_cast<double>(count)) << " ms each, "
+              << fmt(static_cast<double>(c.statement_count() - s0) / static_cast<double>(count)) << " statements each\n";
+    drop_lock_table(*raw, table);
+    return 0;
+  }
+  if (what != "shedlock") throw std::runtime_error("profile: what is sqllock, sqllock-silent or shedlock");
+  drop_table(*raw, "bench_prof_shedlock");
+  raw->exec(shedlock_create_sql(d, "bench_prof_shedlock"));
+  const int acq = raw->prepare(shedlock_acquire_sql(d, "bench_prof_shedlock"));
+  const int rel = raw->prepare(shedlock_release_sql(d, "bench_prof_shedlock"));
+  const auto t0 = now_ns();
+  for (long i = 0; i < count; ++i) {
+    const std::string n = pfx + std::to_string(i);
+    raw->run(acq, {n, "30000", "profile"});
+    if (raw->affected() < 1) throw std::runtime_error("ShedLock-style acquire did not insert");
+    raw->run(rel, {n, "profile"});
+  }
+  const double dt = static_cast<double>(now_ns() - t0) / 1e9;
+  std::cout << what << ": " << count << " acquire+release in " << fmt(dt) << " s, "
+            << fmt(dt * 1e3 / static_cast<double>(count)) << " ms each\n";
+  drop_table(*raw, "bench_prof_shedlock");
+  return 0;
 }
 
 // ---- child processes ------------------------------------------------------------------------

@@ -26,6 +26,12 @@ void scenario_inventory(const config& cfg, report& rep);
 /// A Galera cluster (SQLLOCK_TEST_GALERA_URL1/2) against the single server of cfg.url; skipped
 /// with a printed reason when the cluster is not given.
 void scenario_galera(const config& cfg, report& rep);
+/// Semaphore throughput: 3 permits, 6 clients, against 3 plain lease names with 2 clients each.
+void scenario_semaphore(const config& cfg, report& rep);
+
+/// `sqllock_bench profile --url URL --what sqllock|sqllock-silent|shedlock [--count N]`: one client
+/// doing uncontended acquire + release and nothing else, to run under perf, strace or valgrind.
+int profile_main(const std::string& url, const std::string& what, long count);
 
 /// Entry point of a child process (`sqllock_bench child ROLE ...`); returns its exit code.
 int child_main(int argc, char** argv);

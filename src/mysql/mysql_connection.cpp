@@ -302,8 +302,14 @@ deadline_timer::armed deadline_timer::arm(int fd, std::chrono::steady_clock::tim
   const auto id = next_id_++;
   if (fd >= 0) {
     entries_[id] = {fd, deadline, false};
-    if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-    cv_.notify_all();
+    if (!thread_.joinable()) {
+      thread_ = std::thread([this] { loop(); });
+    } else if (deadline < sleeping_until_) {
+      // Wake the thread only when it sleeps past this deadline. Deadlines mostly grow (now +
+      // io_timeout per statement), so most statements cost no wake-up and no context switch; the
+      // thread, waking at its own time, sees this entry then.
+      cv_.notify_all();
+    }
   }
   return armed(*this, id);
 }
@@ -337,6 +343,7 @@ void deadline_timer::loop() {
         next = std::min(next, e.deadline);
       }
     }
+    sleeping_until_ = next;  // arm() wakes the thread for an earlier deadline only
     if (next == std::chrono::steady_clock::time_point::max()) {
       cv_.wait(lock);
     } else {

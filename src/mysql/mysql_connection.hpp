@@ -124,6 +124,8 @@ class deadline_timer {
   std::condition_variable cv_;
   std::map<std::uint64_t, entry> entries_;
   std::uint64_t next_id_ = 1;
+  /// When the thread wakes next by itself (max: it waits for a notification). Under mutex_.
+  std::chrono::steady_clock::time_point sleeping_until_ = std::chrono::steady_clock::time_point::min();
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -176,3 +176,24 @@ TEST(Partition, AHolderCutOffLearnsOfItsLossBeforeAnyoneCanTakeOver) {
     EXPECT_TRUE(a.try_acquire_for(name, 10s));
   }
 }
+
+// A statement sent into a partition ends by its own deadline (here a bounded wait's: 300 ms plus
+// the stated 250 ms), not by a driver read timeout of whole seconds. On MySQL the deadline is kept
+// by a timer thread that shuts the socket down; it sleeps until the earliest deadline it knows and
+// is woken only for an earlier one, so a statement with a short bound after one with the default
+// 10 s bound must still wake it.
+TEST(Partition, AStatementIntoAPartitionEndsByItsOwnDeadline) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+  (void)a.inspect(unique_name("warm"));  // a statement with the default bound (io_timeout) first
+  proxy->blackhole();
+  const auto t0 = clock::now();
+  try {
+    EXPECT_FALSE(a.try_acquire_for(unique_name("cut"), 300ms));
+  } catch (const sqllock::connection_lost&) {
+    // Also fine: the database could not be reached within the bound.
+  }
+  EXPECT_LT(ms_since(t0), 300 + 250 + 700);
+  proxy->pass();
+  proxy->cut_silenced();
+}

@@ -1,4 +1,4 @@
-// The six scenarios, each measured beside its baselines in the same run, and the child roles.
+// The seven scenarios (issue 5's six and the semaphore), each measured beside its baselines in the same run, and the child roles.
 #include "scenarios.hpp"
 
 #include <fcntl.h>

@@ -10,9 +10,9 @@
 # (scripts/galera-cluster.sh start DIR; source DIR/env.sh) and otherwise prints why it was
 # skipped: run.sh starts no cluster (CI's --quick run has none). The PgBouncer row of scenario 1
 # uses SQLLOCK_TEST_PGBOUNCER_URL (scripts/pgbouncer-server.sh exports it; started here in front of
-# a throwaway PostgreSQL when pgbouncer is installed); without it the row is missing, and says why. Exits non-zero only on a real
-# failure (a build error, a crash, an oversell, broken exclusion); a missed speed target is
-# printed as MISSED.
+# a throwaway PostgreSQL when pgbouncer is installed); without it the row is missing and the table
+# says why. Exits non-zero only on a real failure (a build error, a crash, an oversell, broken
+# exclusion); a missed speed target is printed as MISSED.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 quick=0
@@ -23,7 +23,7 @@ while [[ $# -gt 0 ]]; do
     --quick) quick=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
     --stock) stock=(--stock "${2:?--stock needs a number}"); shift ;;
-    -h|--help) sed -n '2,13p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 64 ;;
   esac
   shift

@@ -29,9 +29,9 @@ psql "$url" -qX -v ON_ERROR_STOP=1 -c "CREATE TABLE IF NOT EXISTS sqllock_pgb_sh
 # $1 name, $2 holder, $3 owner, $4 ttl ms (acquire); $1 name, $2 owner, $3 token (0: any),
 # $4 min_hold ms, $5 channel (release).
 acquire=$(render "$root/sql/postgresql/lease_acquire.sql" |
-  sed -e "s/\\\$1/('n' || :r)/g" -e "s/\\\$2/'holder'/g" -e "s/\\\$3/('o' || :r)/g" -e 's/\$4/30000/g')
+  sed -e "s/\\\$1/('n' || :r)/g" -e "s/\\\$2/'holder'/g" -e "s/\\\$3/('o' || :r)/g" -e "s/\\\$4/30000/g")
 release=$(render "$root/sql/postgresql/lease_release.sql" |
-  sed -e "s/\\\$1/('n' || :r)/g" -e "s/\\\$2/('o' || :r)/g" -e 's/\$3/0/g' -e 's/\$4/0/g' -e "s/\\\$5/'sqllock_pgb'/g")
+  sed -e "s/\\\$1/('n' || :r)/g" -e "s/\\\$2/('o' || :r)/g" -e "s/\\\$3/0/g" -e "s/\\\$4/0/g" -e "s/\\\$5/'sqllock_pgb'/g")
 shed_acquire="INSERT INTO sqllock_pgb_shedlock (name, lock_until, locked_at, locked_by) VALUES (('s' || :r),
   clock_timestamp() + 30000 * interval '1 millisecond', clock_timestamp(), 'holder') ON CONFLICT (name) DO UPDATE
   SET lock_until = excluded.lock_until, locked_at = excluded.locked_at, locked_by = excluded.locked_by

@@ -1,4 +1,4 @@
-// The seven scenarios (issue 5's six and the semaphore), each measured beside its baselines in the same run, and the child roles.
+// The seven scenarios, each measured beside its baselines in the same run, and the child roles.
 #include "scenarios.hpp"
 
 #include <fcntl.h>
@@ -7,8 +7,8 @@
 
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <iostream>

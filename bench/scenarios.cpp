@@ -1,4 +1,4 @@
-// The seven scenarios, each measured beside its baselines in the same run, and the child roles.
+// The eight scenarios, each measured beside its baselines in the same run, and the child roles.
 #include "scenarios.hpp"
 
 #include <fcntl.h>

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sqllock/error.hpp"
+#include "sqllock/events.hpp"
 #include "sqllock/parse.hpp"
 #include "sqllock/transaction.hpp"
 
@@ -76,6 +77,9 @@ struct SQLLOCK_EXPORT client_options {
   /// file or directory works.
   bool read_only = false;
   log_callback log;
+  /// Lease events for metrics (acquired, renewed, at_risk, lost, released, statement_error); see
+  /// event_callback for the thread it runs on and what it may do. Unset: no cost.
+  event_callback on_event;
 };
 
 /// A lock as the database shows it.

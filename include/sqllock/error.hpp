@@ -56,8 +56,9 @@ class SQLLOCK_EXPORT connection_lost : public error {
 /// A blocking acquire gave up at its deadline. Carries who held the lock and for how long still.
 class SQLLOCK_EXPORT acquire_timeout : public error {
  public:
+  /// @param backend the backend that was asked ("sqlite", "postgresql", "mysql"), as backend()
   acquire_timeout(const std::string& message, std::string lock_name, std::string holder,
-                  std::chrono::milliseconds time_left);
+                  std::chrono::milliseconds time_left, std::string backend = {});
   const std::string& lock_name() const noexcept { return lock_name_; }
   /// The holder seen at the last attempt ("" if unknown).
   const std::string& holder() const noexcept { return holder_; }

@@ -313,3 +313,86 @@ TEST(Events, AnAcquireTimeoutNamesItsBackend) {
     EXPECT_EQ(e.backend(), "sqlite");
   }
 }
+
+// ---- cost when unused: allocations counted by a replaced operator new (not under sanitizers,
+// which bring their own) ----
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SQLLOCK_COUNT_ALLOCATIONS 0
+#else
+#define SQLLOCK_COUNT_ALLOCATIONS 1
+namespace {
+thread_local std::uint64_t allocations = 0;
+}
+void* operator new(std::size_t n) {
+  ++allocations;
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#endif
+
+TEST(EventsCost, WithoutAHookARenewalBatchAllocatesNothingForEvents) {
+#if !SQLLOCK_COUNT_ALLOCATIONS
+  GTEST_SKIP() << "allocation counting needs the plain allocator (sanitizer build)";
+#else
+  // 0: no event sink at all (as before events existed), 1: a sink without a hook, 2: with a hook.
+  auto measure = [](int mode) {
+    sqllock::client_options o;
+    if (mode == 2) o.on_event = [](const sqllock::lease_event&) {};
+    d::lease_book book;
+    if (mode > 0) book.set_events(std::make_shared<d::event_sink>(o, "fake", "me"));
+    const auto t0 = steady::now();
+    std::vector<std::shared_ptr<d::lease_state>> holds;
+    for (int i = 0; i < 1000; ++i) {
+      holds.push_back(book.add({"n" + std::to_string(i), "o", 1}, "me", 0, t0, {.ttl = 600ms}, nullptr));
+    }
+    auto batch = book.due(t0 + 200ms);
+    std::vector<std::size_t> matched(batch.items.size());
+    for (std::size_t i = 0; i < matched.size(); ++i) matched[i] = i;
+    const auto before = allocations;
+    auto notices = book.renewed(batch, matched, t0 + 200ms, false, "");
+    const auto cost = allocations - before;
+    d::run_notices(notices);
+    return std::pair{cost, notices.size()};
+  };
+  const auto [baseline, no_notices] = measure(0);
+  const auto [without, none] = measure(1);
+  const auto [with, some] = measure(2);
+  EXPECT_EQ(none, 0u);
+  EXPECT_EQ(without, baseline) << "renewing 1000 leases allocated for events with no hook set";
+  EXPECT_EQ(some, 1000u);
+  EXPECT_GE(with, baseline + 1000);  // the measurement does see the events' allocations
+  std::printf("allocations renewing 1000 leases: %llu with no sink, %llu without a hook, %llu with one\n",
+              static_cast<unsigned long long>(baseline), static_cast<unsigned long long>(without),
+              static_cast<unsigned long long>(with));
+#endif
+}
+
+TEST(EventsCost, WithoutAHookAcquireAndReleaseCostWhatTheyCostBefore) {
+#if !SQLLOCK_COUNT_ALLOCATIONS
+  GTEST_SKIP() << "allocation counting needs the plain allocator (sanitizer build)";
+#else
+  // Allocations and time per acquire+release on the fake (no database cost), no hook vs a no-op hook.
+  auto measure = [](bool hook) {
+    sqllock::client_options o;
+    if (hook) o.on_event = [](const sqllock::lease_event&) {};
+    auto engine = std::make_shared<d::lease_engine>(
+        std::make_unique<d::fake_backend>(std::make_shared<d::fake_database>()), o);
+    constexpr int n = 20000;
+    for (int i = 0; i < 1000; ++i) engine->release(*engine->acquire("n", {.auto_renew = false}, 0ms, {}, true));
+    const auto before = allocations;
+    const auto t0 = steady::now();
+    for (int i = 0; i < n; ++i) engine->release(*engine->acquire("n", {.auto_renew = false}, 0ms, {}, true));
+    const auto ns = std::chrono::duration<double, std::nano>(steady::now() - t0).count() / n;
+    return std::pair{static_cast<double>(allocations - before) / n, ns};
+  };
+  measure(false);  // warm-up
+  const auto [alloc_without, ns_without] = measure(false);
+  const auto [alloc_with, ns_with] = measure(true);
+  EXPECT_EQ(alloc_without, alloc_with) << "acquired/released events allocate";
+  std::printf("acquire+release on the fake: %.1f allocations, %.0f ns without a hook; %.1f, %.0f ns with a no-op hook\n",
+              alloc_without, ns_without, alloc_with, ns_with);
+#endif
+}

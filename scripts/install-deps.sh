@@ -6,7 +6,8 @@ set -euo pipefail
 minimal=(cmake ninja-build g++ pkg-config libsqlite3-dev libcli11-dev libgtest-dev)
 full=("${minimal[@]}" libpq-dev postgresql pgbouncer libmysqlcppconn-dev mariadb-server mariadb-client
       libbenchmark-dev faketime gnuplot-nox clang libclang-rt-14-dev
-      groff-base man-db zsh)  # the man page and completion tests (tests/cli/man_page_check.sh, completion_check.sh)
+      groff-base man-db zsh  # the man page and completion tests (tests/cli/man_page_check.sh, completion_check.sh)
+      doxygen)  # the API reference (tests/docs/api_reference_check.sh)
 
 want=("${full[@]}")
 [[ "${1:-}" == "--minimal" ]] && want=("${minimal[@]}")

@@ -26,11 +26,11 @@ SQLLOCK_EXPORT std::string_view to_string(event_kind kind) noexcept;
 /// One event of a client's leases. The views are valid only during the on_event call: copy what
 /// you keep. Fields that do not apply to a kind are empty or zero.
 struct lease_event {
-  event_kind kind = event_kind::acquired;
+  event_kind kind = event_kind::acquired;  ///< what happened
   std::string_view backend;    ///< "sqlite", "postgresql" or "mysql"
   std::string_view name;       ///< the lock's name; for a semaphore permit, the semaphore's name
   int permit = -1;             ///< a semaphore permit's slot, -1 for a lock
-  std::int64_t fencing_token = 0;
+  std::int64_t fencing_token = 0;  ///< the acquisition's fencing token (0 for a failed acquire)
   std::string_view holder;     ///< the client's label (client_options::holder_id)
   std::chrono::milliseconds waited{0};  ///< acquired: from the acquire call to the acquisition
   std::chrono::milliseconds held{0};    ///< released, lost: from the acquisition to the event

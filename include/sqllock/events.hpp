@@ -43,8 +43,9 @@ struct lease_event {
 
 /// Receives lease events. Called from the thread that caused the event (the caller of acquire or
 /// release, the watchdog, or the deadline thread), never while sqllock holds a lock of its own: a
-/// hook may call back into the client (status, inspect, even acquire or release, though a slow hook
-/// delays the watchdog's next renewal). It should return quickly. An exception thrown by a hook is
+/// hook may call back into the client (inspect, list_locks, try_acquire, release a guard) without
+/// deadlocking. It should return quickly and never wait: a hook run by the watchdog delays every
+/// renewal behind it, so a waiting acquire there can cost leases. An exception thrown by a hook is
 /// caught and reported to client_options::log (warning); the operation goes on unaffected.
 /// With no hook set, events cost one branch: nothing is allocated or locked.
 using event_callback = std::function<void(const lease_event&)>;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sqllock/error.hpp"
+#include "sqllock/events.hpp"
 #include "sqllock/parse.hpp"
 #include "sqllock/transaction.hpp"
 
@@ -49,7 +50,7 @@ struct SQLLOCK_EXPORT client_options {
   /// (`lease_guard::owner_id()`), so two clients or processes given the same label still exclude
   /// each other, and a lease is re-entered only through this client's own bookkeeping.
   std::string holder_id;
-  holder_scope scope = holder_scope::per_thread;
+  holder_scope scope = holder_scope::per_thread;  ///< who re-enters a held lease (see holder_scope)
   /// Lock table name (validated identifier, optionally schema-qualified).
   std::string table = "sqllock_locks";
   /// Refuse to connect when the lock tables are missing or old (throws schema_missing).
@@ -64,7 +65,7 @@ struct SQLLOCK_EXPORT client_options {
   /// the safety net and each wait is drawn uniformly from [poll_max/2, poll_max]; otherwise the
   /// n-th wait is drawn from [b/2, b] with b = min(poll_max, poll_min * 2^n).
   std::chrono::milliseconds poll_min{10};
-  std::chrono::milliseconds poll_max{250};
+  std::chrono::milliseconds poll_max{250};  ///< longest back-off between polls (see poll_min)
   /// Servers configured to flush commits lazily (MySQL/MariaDB `innodb_flush_log_at_trx_commit`
   /// other than 1) can lose an acknowledged acquisition in a crash and hand its fencing token out
   /// again; sqllock refuses to connect to them (database_error naming the setting) unless this
@@ -75,21 +76,24 @@ struct SQLLOCK_EXPORT client_options {
   /// and transactions throw invalid_argument. SQLite: a missing file is not created, and a read-only
   /// file or directory works.
   bool read_only = false;
-  log_callback log;
+  log_callback log;  ///< where the library's messages go (it never prints); unset: nowhere
+  /// Lease events for metrics (acquired, renewed, at_risk, lost, released, statement_error); see
+  /// event_callback for the thread it runs on and what it may do. Unset: no cost.
+  event_callback on_event;
 };
 
 /// A lock as the database shows it.
 struct SQLLOCK_EXPORT lock_info {
-  std::string name;
+  std::string name;  ///< the lock's name
   std::string holder;  ///< the holder's label (client_options::holder_id)
-  std::int64_t fencing_token = 0;
-  std::int64_t hold_count = 0;
+  std::int64_t fencing_token = 0;  ///< the current acquisition's fencing token
+  std::int64_t hold_count = 0;  ///< holds of the acquisition (this client's count when it holds it)
   std::chrono::milliseconds time_left{0};  ///< negative when expired
   std::string owner;                       ///< the acquisition's unique owner id
   /// When the current holder acquired it and when its lease ends, on the database's clock
   /// (SQLite: this machine's real-time clock); the epoch when unknown.
   std::chrono::system_clock::time_point acquired_at{};
-  std::chrono::system_clock::time_point expires_at{};
+  std::chrono::system_clock::time_point expires_at{};  ///< see acquired_at
 };
 
 /// How a lease is held.
@@ -116,8 +120,11 @@ struct SQLLOCK_EXPORT lease_options {
 /// reports a failed release to the client's log callback).
 class SQLLOCK_EXPORT lease_guard {
  public:
+  /// An empty guard (owns() is false).
   lease_guard() noexcept;
+  /// Takes over the other guard's hold; that one becomes empty.
   lease_guard(lease_guard&&) noexcept;
+  /// Releases this guard's hold (as its destructor does), then takes over the other's.
   lease_guard& operator=(lease_guard&&) noexcept;
   lease_guard(const lease_guard&) = delete;
   lease_guard& operator=(const lease_guard&) = delete;
@@ -149,6 +156,7 @@ class SQLLOCK_EXPORT lease_guard {
   std::chrono::steady_clock::time_point valid_until() const;
   /// The lock table the lease lives in (client_options::table of its client).
   const std::string& lock_table() const;
+  /// owns().
   explicit operator bool() const noexcept { return owns(); }
 
   /// Renew now (the watchdog does this on its own). Throws lease_lost when the owner check fails,
@@ -175,7 +183,10 @@ class SQLLOCK_EXPORT lease_guard {
 /// LISTEN, MySQL GET_LOCK waits), plus one per open transaction (idle ones kept for reuse, at most 2).
 class SQLLOCK_EXPORT client {
  public:
+  /// Takes over the other client's connections; the moved-from client must not be used again.
   client(client&&) noexcept;
+  /// Lets go of this client's connections (its guards stay valid and keep them while they live),
+  /// then takes over the other's.
   client& operator=(client&&) noexcept;
   client(const client&) = delete;
   client& operator=(const client&) = delete;
@@ -217,11 +228,13 @@ class SQLLOCK_EXPORT client {
   /// acquire; a waiting acquire polls the permits with the client's back-off (poll_min..poll_max),
   /// and is woken at once when this client releases a permit of the name.
   std::optional<lease_guard> try_acquire_permit(std::string_view name, int permits, const lease_options& options = {});
+  /// Wait up to `timeout` for a permit; std::nullopt when none was acquired in time.
   std::optional<lease_guard> try_acquire_permit_for(std::string_view name, int permits, std::chrono::milliseconds timeout,
                                                     const lease_options& options = {});
   /// Throws acquire_timeout (naming the semaphore and the holder of the permit that ends soonest).
   lease_guard acquire_permit_for(std::string_view name, int permits, std::chrono::milliseconds timeout,
                                  const lease_options& options = {}, std::stop_token stop = {});
+  /// Wait until a permit is acquired; throws cancelled when `stop` is requested.
   lease_guard acquire_permit(std::string_view name, int permits, const lease_options& options = {},
                              std::stop_token stop = {});
 
@@ -255,7 +268,7 @@ class SQLLOCK_EXPORT client {
 };
 
 /// Connect to the lock database named by `url`:
-///   postgresql://user:pass@host:port/db?... (or postgres://), mysql://user:pass@host:port/db
+///   `postgresql://user:pass@host:port/db?...` (or `postgres://`), `mysql://user:pass@host:port/db`
 ///   (or mariadb://; TLS: ?ssl-mode=...&ssl-ca=...&ssl-cert=...&ssl-key=...),
 ///   sqlite:PATH, sqlite:///abs/path.db, sqlite::memory: (sqlite:PATH?mode=ro: read_only)
 /// Throws invalid_argument (bad URL or unknown scheme, or a backend not built in), connection_lost

@@ -17,6 +17,7 @@ class SQLLOCK_EXPORT error : public std::runtime_error {
   /// @param backend   "sqlite", "postgresql", "mysql" or "" when no database was involved
   /// @param code      SQLSTATE (PostgreSQL) or vendor error code as text (MySQL, SQLite); may be empty
   /// @param statement name of the sqllock statement that failed (e.g. "lease_acquire"); may be empty
+  /// @param message   what happened, for humans (never bound values or passwords)
   error(const std::string& message, std::string backend = {}, std::string code = {},
         std::string statement = {});
 
@@ -38,6 +39,7 @@ class SQLLOCK_EXPORT error : public std::runtime_error {
 /// Bad input: lock name, TTL, duration, URL, identifier, version. Nothing was changed.
 class SQLLOCK_EXPORT invalid_argument : public error {
  public:
+  /// @param message what was wrong with the input (names the argument)
   explicit invalid_argument(const std::string& message) : error(message) {}
 };
 
@@ -56,8 +58,14 @@ class SQLLOCK_EXPORT connection_lost : public error {
 /// A blocking acquire gave up at its deadline. Carries who held the lock and for how long still.
 class SQLLOCK_EXPORT acquire_timeout : public error {
  public:
+  /// @param backend the backend that was asked ("sqlite", "postgresql", "mysql"), as backend()
+  /// @param message   what happened
+  /// @param lock_name the lock (or semaphore) that was not acquired
+  /// @param holder    who held it at the last attempt ("" if unknown)
+  /// @param time_left the holder's remaining lease time at the last attempt
   acquire_timeout(const std::string& message, std::string lock_name, std::string holder,
-                  std::chrono::milliseconds time_left);
+                  std::chrono::milliseconds time_left, std::string backend = {});
+  /// The lock (or semaphore) that was not acquired.
   const std::string& lock_name() const noexcept { return lock_name_; }
   /// The holder seen at the last attempt ("" if unknown).
   const std::string& holder() const noexcept { return holder_; }
@@ -73,6 +81,7 @@ class SQLLOCK_EXPORT acquire_timeout : public error {
 /// A blocking acquire was cancelled through its stop token.
 class SQLLOCK_EXPORT cancelled : public error {
  public:
+  /// @param message what was cancelled
   explicit cancelled(const std::string& message) : error(message) {}
 };
 
@@ -130,6 +139,8 @@ class SQLLOCK_EXPORT version_conflict : public retryable_error {
 /// A fenced write was refused: a writer with a newer fencing token has written the row.
 class SQLLOCK_EXPORT fence_rejected : public error {
  public:
+  /// @param message     what was refused
+  /// @param newer_token the token already on the row
   fence_rejected(const std::string& message, std::int64_t newer_token) : error(message), newer_(newer_token) {}
   /// The token already on the row.
   std::int64_t newer_token() const noexcept { return newer_; }
@@ -141,7 +152,10 @@ class SQLLOCK_EXPORT fence_rejected : public error {
 /// `with_retry` gave up after its attempt bound. The last retryable error's text is in what().
 class SQLLOCK_EXPORT retries_exhausted : public error {
  public:
+  /// @param message  the last retryable error's text
+  /// @param attempts the transaction runs made
   retries_exhausted(const std::string& message, int attempts);
+  /// The transaction runs made before giving up.
   int attempts() const noexcept { return attempts_; }
 
  private:
@@ -159,6 +173,9 @@ class SQLLOCK_EXPORT database_error : public error {
 /// under fail_on_missing_files). Nothing past the named version was applied.
 class SQLLOCK_EXPORT migration_failed : public error {
  public:
+  /// @param message what failed
+  /// @param version the migration version concerned (0 if none)
+  /// @param file    its file name ("" if none)
   migration_failed(const std::string& message, long long version, std::string file)
       : error(message), version_(version), file_(std::move(file)) {}
   /// The migration version concerned (0 if none).

@@ -43,9 +43,9 @@ enum class stock_strategy {
 /// The user's stock table: one row per key with an integer quantity and, optionally, an integer
 /// version column. All names are validated identifiers, quoted by sqllock.
 struct SQLLOCK_EXPORT stock_table {
-  std::string table;
-  std::string key_column = "sku";
-  std::string quantity_column = "qty";
+  std::string table;  ///< validated identifier, optionally schema.table
+  std::string key_column = "sku";  ///< the key column
+  std::string quantity_column = "qty";  ///< the integer quantity column
   /// Incremented by every strategy on every change of a row, so that version-checked writers
   /// (optimistic_cas, transaction::cas, your own) never overwrite a change they did not see.
   /// Empty: the table has no version column; atomic_update and for_update then change only the
@@ -62,13 +62,13 @@ struct SQLLOCK_EXPORT stock_item {
 
 /// How reserve/decrement run.
 struct SQLLOCK_EXPORT reserve_options {
-  stock_strategy strategy = stock_strategy::atomic_update;
+  stock_strategy strategy = stock_strategy::atomic_update;  ///< how rows are changed (see stock_strategy)
   /// Bound on transaction runs (version conflicts, deadlocks, serialization failures, row locks
   /// not available in time); then the outcome is retries_exhausted.
   int max_attempts = 10;
-  std::chrono::milliseconds backoff_min{1};
-  std::chrono::milliseconds backoff_max{50};
-  transaction_options transaction;
+  std::chrono::milliseconds backoff_min{1};  ///< back-off before the second run, doubled per run
+  std::chrono::milliseconds backoff_max{50};  ///< longest back-off
+  transaction_options transaction;  ///< options of each run's transaction
   /// Optional idempotency key (1..255 bytes): the first request with this key is applied and its
   /// outcome stored in idempotency_table in the same transaction; a repeated request (e.g. a retry
   /// after the answer was lost) gets the stored outcome back with `replayed` set and changes
@@ -80,13 +80,14 @@ struct SQLLOCK_EXPORT reserve_options {
 
 /// The typed outcome of a reservation.
 struct SQLLOCK_EXPORT reserve_result {
+  /// What happened to the reservation.
   enum class status {
     applied,            ///< every item was decremented
     insufficient,       ///< an item had less than requested; nothing was changed
     not_found,          ///< an item's key has no row; nothing was changed
     retries_exhausted,  ///< max_attempts transaction runs all hit conflicts; nothing was changed
   };
-  status outcome = status::retries_exhausted;
+  status outcome = status::retries_exhausted;  ///< what happened
   /// applied: the quantity left of each item, in the order of the request.
   std::vector<std::int64_t> new_quantities;
   /// insufficient / not_found: index (in the request) of the first item that failed.
@@ -99,6 +100,7 @@ struct SQLLOCK_EXPORT reserve_result {
   /// Transaction runs this call made (1 without conflicts).
   int attempts = 0;
 
+  /// True when every item was decremented.
   bool applied() const noexcept { return outcome == status::applied; }
   /// The quantity left of the (first) item; throws invalid_argument unless applied.
   std::int64_t new_quantity() const;

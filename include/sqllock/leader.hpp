@@ -56,12 +56,14 @@ struct SQLLOCK_EXPORT leader_latch_options {
 /// holder_scope::per_thread, one latch per client) per participant. Not movable.
 class SQLLOCK_EXPORT leader_latch {
  public:
+  /// Join `election` (a lock name) through `c`; campaigns at once (see leader_latch_options).
   leader_latch(client& c, std::string election, leader_latch_options options = {});
   leader_latch(const leader_latch&) = delete;
   leader_latch& operator=(const leader_latch&) = delete;
   /// close().
   ~leader_latch();
 
+  /// The election's name.
   const std::string& election() const noexcept;
   /// True while this participant leads (between on_elected and on_revoked).
   bool is_leader() const noexcept;

@@ -40,13 +40,13 @@ struct SQLLOCK_EXPORT migrate_options {
 
 /// One row of the history table.
 struct SQLLOCK_EXPORT migration_record {
-  std::int64_t version = 0;
+  std::int64_t version = 0;  ///< the number its file name starts with
   std::string name;      ///< file name, e.g. "0003_add_orders.sql"
   std::string checksum;  ///< SHA-256 of the file's bytes, 64 lowercase hex digits
   /// "applied"; on MySQL also "running" (interrupted), "failed" (error kept) and "resolved"
   /// (marked applied by resolve_migration after a human fixed the schema).
   std::string status;
-  std::int64_t duration_ms = 0;
+  std::int64_t duration_ms = 0;  ///< how long it ran
   std::string applied_by;  ///< the holder id of the lease that applied it
   std::string applied_at;  ///< database clock, as the database prints it
   std::string error;       ///< the error text of a failed migration
@@ -62,11 +62,11 @@ struct SQLLOCK_EXPORT migrate_report {
 
 /// A migration file found in a directory.
 struct SQLLOCK_EXPORT migration_file {
-  std::int64_t version = 0;
+  std::int64_t version = 0;  ///< the number its file name starts with
   std::string name;  ///< file name
-  std::filesystem::path path;
+  std::filesystem::path path;  ///< where it was found
   std::string checksum;  ///< SHA-256 hex of the bytes
-  std::string text;
+  std::string text;  ///< its contents
 };
 
 /// Read the migration files of `dir`: names `<digits>_<name>.sql` (e.g. 0001_init.sql), ordered by

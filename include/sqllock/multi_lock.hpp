@@ -20,7 +20,9 @@ namespace sqllock {
 class SQLLOCK_EXPORT multi_lease_guard {
  public:
   multi_lease_guard() noexcept = default;
+  /// Takes over the other guard's leases.
   multi_lease_guard(multi_lease_guard&&) noexcept = default;
+  /// Releases this guard's leases (as its destructor does), then takes over the other's.
   multi_lease_guard& operator=(multi_lease_guard&& other) noexcept;
   multi_lease_guard(const multi_lease_guard&) = delete;
   multi_lease_guard& operator=(const multi_lease_guard&) = delete;
@@ -40,6 +42,7 @@ class SQLLOCK_EXPORT multi_lease_guard {
   bool lost() const noexcept;
   /// True while the guard holds its leases (not released, not moved from, not empty).
   bool owns() const noexcept;
+  /// owns().
   explicit operator bool() const noexcept { return owns(); }
 
   /// Release every lease, in reverse name order. Every lease is released even when one release

@@ -12,16 +12,17 @@ namespace sqllock {
 
 /// A connection URL taken apart. The password is kept for the driver only; use redacted().
 struct SQLLOCK_EXPORT database_url {
+  /// The database a URL names.
   enum class kind { sqlite, postgresql, mysql };
-  kind scheme = kind::sqlite;
+  kind scheme = kind::sqlite;  ///< the database named (postgres://, mariadb:// included)
   std::string original;  ///< the URL as given (contains the password: never log it)
   std::string path;      ///< sqlite: the file path, or ":memory:"
-  std::string user;
-  std::string password;
-  std::string host;
+  std::string user;  ///< user name (empty: the driver's default)
+  std::string password;  ///< password (never log it; see redacted())
+  std::string host;  ///< host name or address (empty: the driver's default)
   int port = 0;  ///< 0: the driver's default
-  std::string database;
-  std::map<std::string, std::string> params;
+  std::string database;  ///< database name
+  std::map<std::string, std::string> params;  ///< query parameters, `sqllock_` options removed
 
   /// The URL with any password replaced by "***", safe for logs and messages.
   std::string redacted() const;

@@ -3,6 +3,7 @@
 
 #include "sqllock/client.hpp"
 #include "sqllock/error.hpp"
+#include "sqllock/events.hpp"
 #include "sqllock/leader.hpp"
 #include "sqllock/multi_lock.hpp"
 #include "sqllock/parse.hpp"

@@ -38,17 +38,19 @@ struct SQLLOCK_EXPORT cas_request {
   std::string table;                                  ///< validated identifier, optionally schema.table
   std::vector<std::pair<std::string, value>> key;     ///< column = value pairs selecting one row
   std::string version_column = "version";             ///< integer column compared and incremented
-  std::int64_t expected_version = 0;
+  std::int64_t expected_version = 0;  ///< the version the row must have for the update to apply
   std::vector<std::pair<std::string, value>> set;     ///< columns to assign (may be empty)
 };
 
 /// The typed outcome of a CAS.
 struct SQLLOCK_EXPORT cas_result {
+  /// applied; conflict: another version was found; missing: no such row.
   enum class status { applied, conflict, missing };
-  status outcome = status::missing;
+  status outcome = status::missing;  ///< what happened
   /// applied: the new version; conflict: the version found; missing: 0.
   std::int64_t version = 0;
 
+  /// True when the write was applied.
   bool applied() const noexcept { return outcome == status::applied; }
   /// The new version, or throws version_conflict (conflict) / database_error (missing row).
   std::int64_t value() const;
@@ -71,12 +73,12 @@ enum class lock_strength { update, no_key_update };
 /// On SQLite the whole database is write-locked by `BEGIN IMMEDIATE` when the transaction starts;
 /// the call then only reads the rows, and `nowait`/`timeout` apply to that begin.
 struct SQLLOCK_EXPORT row_lock_request {
-  std::string table;
-  std::string key_column;
-  std::vector<value> keys;
+  std::string table;  ///< validated identifier, optionally schema.table
+  std::string key_column;  ///< the column the keys select
+  std::vector<value> keys;  ///< the rows to lock, by key
   std::vector<std::string> columns;  ///< columns to return; empty: the key column only
-  lock_wait mode = lock_wait::wait;
-  lock_strength strength = lock_strength::update;
+  lock_wait mode = lock_wait::wait;  ///< wait, nowait or skip_locked
+  lock_strength strength = lock_strength::update;  ///< exclusive or shared row lock
   /// Bound on waiting for this statement (mode == wait). PostgreSQL: lock_timeout for this
   /// statement; MariaDB: `WAIT n` (whole seconds, rounded up).
   std::optional<std::chrono::milliseconds> timeout;
@@ -84,11 +86,13 @@ struct SQLLOCK_EXPORT row_lock_request {
 
 /// The typed outcome of a row-lock request.
 struct SQLLOCK_EXPORT row_lock_result {
+  /// acquired; not_available: a row was locked by another transaction (nowait, timeout).
   enum class status { acquired, not_available };
-  status outcome = status::not_available;
+  status outcome = status::not_available;  ///< what happened
   /// The locked rows in key order (for skip_locked, the ones that were free; missing keys are absent).
   result_rows rows;
 
+  /// True when the rows are locked.
   bool acquired() const noexcept { return outcome == status::acquired; }
 };
 
@@ -106,11 +110,13 @@ struct SQLLOCK_EXPORT fenced_update_request {
 
 /// The typed outcome of a fenced update.
 struct SQLLOCK_EXPORT fenced_update_result {
+  /// applied; rejected: a newer token has written the row; missing: no such row.
   enum class status { applied, rejected, missing };
-  status outcome = status::missing;
+  status outcome = status::missing;  ///< what happened
   /// rejected: the newer token already on the row; otherwise the token written (applied) or 0.
   std::int64_t fence = 0;
 
+  /// True when the write was applied.
   bool applied() const noexcept { return outcome == status::applied; }
   /// Throws fence_rejected (a newer token has written) or database_error (no such row).
   void value() const;
@@ -121,8 +127,11 @@ struct SQLLOCK_EXPORT fenced_update_result {
 class SQLLOCK_EXPORT transaction {
  public:
   // Made by the library only (client::begin, adopt): not exported from a shared build.
+  /// Made by the library only (client::begin, adopt).
   SQLLOCK_NO_EXPORT explicit transaction(std::unique_ptr<detail::session> s);
+  /// Takes over the other's open transaction.
   transaction(transaction&&) noexcept;
+  /// Rolls this one back if it is open (as its destructor does), then takes over the other's.
   transaction& operator=(transaction&&) noexcept;
   transaction(const transaction&) = delete;
   transaction& operator=(const transaction&) = delete;
@@ -169,15 +178,15 @@ class SQLLOCK_EXPORT transaction {
 
 /// Bounds and back-off of with_retry.
 struct SQLLOCK_EXPORT retry_policy {
-  int max_attempts = 10;
-  std::chrono::milliseconds backoff_min{2};
-  std::chrono::milliseconds backoff_max{100};
-  transaction_options transaction;
+  int max_attempts = 10;  ///< transaction runs at most (at least 1)
+  std::chrono::milliseconds backoff_min{2};  ///< back-off before the second run, doubled per run
+  std::chrono::milliseconds backoff_max{100};  ///< longest back-off
+  transaction_options transaction;  ///< options of each run's transaction
 };
 
 /// What with_retry did, for metrics.
 struct SQLLOCK_EXPORT retry_stats {
-  int attempts = 0;
+  int attempts = 0;  ///< transaction runs made
 };
 
 /// with_retry()'s jittered back-off before the next attempt (called from the template below, so

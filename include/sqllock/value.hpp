@@ -16,9 +16,11 @@ using value = std::variant<std::monostate, std::int64_t, double, std::string>;
 
 /// One result row; every column as text, NULL as std::nullopt.
 struct SQLLOCK_EXPORT result_row {
-  std::vector<std::optional<std::string>> columns;
+  std::vector<std::optional<std::string>> columns;  ///< the columns in the order asked for
 
+  /// The number of columns.
   std::size_t size() const noexcept { return columns.size(); }
+  /// Column i (std::out_of_range past the end).
   const std::optional<std::string>& operator[](std::size_t i) const { return columns.at(i); }
   /// Column i as an integer; throws sqllock::invalid_argument if it is NULL or not a number.
   std::int64_t as_int(std::size_t i) const;

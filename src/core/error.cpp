@@ -12,8 +12,8 @@ error::error(const std::string& message, std::string backend, std::string code, 
       statement_(std::move(statement)) {}
 
 acquire_timeout::acquire_timeout(const std::string& message, std::string lock_name, std::string holder,
-                                 std::chrono::milliseconds time_left)
-    : error(message), lock_name_(std::move(lock_name)), holder_(std::move(holder)), time_left_(time_left) {}
+                                 std::chrono::milliseconds time_left, std::string backend)
+    : error(message, std::move(backend)), lock_name_(std::move(lock_name)), holder_(std::move(holder)), time_left_(time_left) {}
 
 retries_exhausted::retries_exhausted(const std::string& message, int attempts) : error(message), attempts_(attempts) {}
 

@@ -189,6 +189,9 @@ std::vector<lease_notice> lease_book::renewed(const renew_batch& batch, const st
       }
       a.next_renew = t0 + ttl / 3;
       a.at_risk_reported = false;
+      if (events_ && events_->enabled()) {
+        notices.push_back({events_->later(event_kind::renewed, {.ttl = ttl}), a.ref.name, a.ref.token});
+      }
     } else {
       auto n = lost_locked(a, "the owner check failed on renewal (expired and taken over, or released by force)");
       notices.insert(notices.end(), n.begin(), n.end());
@@ -205,6 +208,10 @@ std::vector<lease_notice> lease_book::lost_locked(acquisition& a, const std::str
   if (log_) {
     log_message(*log_, log_level::warning,
                 "lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") lost: " + why);
+  }
+  if (events_ && events_->enabled()) {
+    const auto held = std::chrono::duration_cast<milliseconds>(steady::now() - a.started);
+    notices.push_back({events_->later(event_kind::lost, {.held = held}, why), a.ref.name, a.ref.token});
   }
   for (const auto& w : a.hold_list) {
     auto h = w.lock();
@@ -238,6 +245,10 @@ std::vector<lease_notice> lease_book::expire(steady::time_point now) {
         log_message(*log_, log_level::warning,
                     "lease '" + a->ref.name + "' (token " + std::to_string(a->ref.token) +
                         ") at risk: less than a third of its TTL left and not renewed");
+      }
+      if (events_ && events_->enabled()) {
+        const auto left = std::chrono::duration_cast<milliseconds>(until - now);
+        n.push_back({events_->later(event_kind::at_risk, {.time_left = left}), a->ref.name, a->ref.token});
       }
       for (const auto& w : a->hold_list) {
         auto h = w.lock();

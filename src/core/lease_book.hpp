@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/event_sink.hpp"
 
 namespace sqllock::detail {
 
@@ -146,6 +147,8 @@ class lease_book {
 
   /// Where loss reasons and the like are logged.
   void set_log(const client_options* options) { log_ = options; }
+  /// Where renewed / at_risk / lost events go (returned as notices, run after the lock).
+  void set_events(std::shared_ptr<const event_sink> events) { events_ = std::move(events); }
   /// Leave leases with an open guarded transaction out of renewal batches.
   void set_skip_guarded(bool skip) { skip_guarded_ = skip; }
 
@@ -160,6 +163,7 @@ class lease_book {
   std::uint64_t next_id_ = 1;
   std::atomic<std::uint64_t> changes_{0};
   const client_options* log_ = nullptr;
+  std::shared_ptr<const event_sink> events_;
   bool skip_guarded_ = false;
 };
 

@@ -70,11 +70,14 @@ lease_engine::lease_engine(std::unique_ptr<backend> db, const client_options& op
       options_(options),
       label_(options.holder_id.empty() ? default_label() : options.holder_id),
       nonce_(random_hex(16)),
+      events_(std::make_shared<event_sink>(options_, db_->kind(), label_)),
       watches_(*db_, options_),
       renewer_(std::make_unique<renewer>(book_, *db_, outbox_, queues_, options_)) {
   book_.set_log(&options_);
   book_.set_skip_guarded(!db_->renewals_pass_guards());
   outbox_.set_log(&options_);
+  book_.set_events(events_);
+  renewer_->set_events(events_);
   db_->set_wake_sink(this);
 }
 
@@ -178,10 +181,14 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
     acquire_request req{name, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
     try {
       last = db_->acquire(req);
-    } catch (const connection_lost&) {
+    } catch (const connection_lost& e) {
       unknown = true;
       unknown_at = t0;
       last = {};
+      events_->emit_error(e, name);
+      throw;
+    } catch (const error& e) {
+      events_->emit_error(e, name);
       throw;
     }
     last_error = nullptr;
@@ -195,6 +202,10 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
                   "acquired '" + name + "' (token " + std::to_string(last.token) + ") after " +
                       format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
     }
+    if (events_->enabled()) {
+      events_->emit(event_kind::acquired, name, last.token,
+                    {.waited = std::chrono::duration_cast<milliseconds>(steady::now() - start), .ttl = options.ttl});
+    }
     return h;
   };
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
@@ -206,7 +217,7 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
     if (!last.holder.empty()) {
       msg += ": held by " + last.holder + ", " + format_ms(last.time_left) + " left on its lease";
     }
-    throw acquire_timeout(msg, name, last.holder, last.time_left);
+    throw acquire_timeout(msg, name, last.holder, last.time_left, std::string(db_->kind()));
   };
   // One try; a waiting acquire rides out a lost connection (the backend reconnects) until its
   // deadline, a single try reports it.
@@ -229,6 +240,7 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
 
   wait_queues::ticket ticket(queues_, name);
   const bool events = watches_.add(name);
+  if (options_.log) log_waiting(name, last.holder, last.time_left, events);
   struct unwatch_guard {
     watch_registry& w;
     const std::string& name;
@@ -247,7 +259,10 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
     const auto pause = next_poll_delay(backoff, holder_known, last.time_left, events && !last_error, options_.poll_min,
                                        options_.poll_max, uniform(rng));
     ticket.sleep(stop, std::min(deadline, steady::now() + pause), events_before);
-    if (ticket.events() != events_before) backoff.polls = 0;  // something was released: start over
+    if (ticket.events() != events_before) {
+      backoff.polls = 0;  // something was released: start over
+      if (options_.log) log_message(options_, log_level::debug, "woken: '" + name + "' may have been released");
+    }
   }
 }
 
@@ -346,8 +361,12 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       acquire_outcome got;
       try {
         got = db_->acquire(req);
-      } catch (const connection_lost&) {
+      } catch (const connection_lost& e) {
         unknown.emplace_back(row, t0);
+        events_->emit_error(e, row);
+        throw;
+      } catch (const error& e) {
+        events_->emit_error(e, row);
         throw;
       }
       last_error = nullptr;
@@ -365,6 +384,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
         log_message(options_, log_level::debug,
                     "acquired permit " + std::to_string(slot) + " of semaphore '" + name + "' (token " +
                         std::to_string(got.token) + ")");
+      }
+      if (events_->enabled()) {
+        events_->emit(event_kind::acquired, row, got.token,
+                      {.waited = std::chrono::duration_cast<milliseconds>(steady::now() - start), .ttl = options.ttl});
       }
       return h;
     }
@@ -389,7 +412,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
     if (!last.holder.empty()) {
       msg += ": all held, the soonest to end by " + last.holder + ", " + format_ms(last.time_left) + " left on its lease";
     }
-    throw acquire_timeout(msg, name, last.holder, last.time_left);
+    throw acquire_timeout(msg, name, last.holder, last.time_left, std::string(db_->kind()));
   };
 
   const std::string key = permit_queue_key(name);
@@ -401,6 +424,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
   // back-off (never past the soonest lease end it saw) and is woken at once when this client frees
   // a permit. Other clients' releases are found by polling.
   wait_queues::ticket ticket(queues_, key);
+  if (options_.log) log_waiting("a permit of semaphore '" + name + "'", last.holder, last.time_left, false);
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   backoff_state backoff;
   for (;;) {
@@ -412,7 +436,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
     const auto pause = next_poll_delay(backoff, holder_known, last.time_left, false, options_.poll_min,
                                        options_.poll_max, uniform(rng));
     ticket.sleep(stop, std::min(deadline, steady::now() + pause), events_before);
-    if (ticket.events() != events_before) backoff.polls = 0;
+    if (ticket.events() != events_before) {
+      backoff.polls = 0;
+      if (options_.log) log_message(options_, log_level::debug, "woken: a permit of '" + name + "' was released here");
+    }
   }
 }
 
@@ -424,13 +451,18 @@ void lease_engine::release(lease_state& hold) {
   bool released = false;
   try {
     released = db_->release(*request, lane::caller);
-  } catch (const connection_lost&) {
+  } catch (const connection_lost& e) {
     outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
     renewer_->poke();
+    events_->emit_error(e, a.ref.name, a.ref.token);
     throw;
-  } catch (const lock_not_available&) {
+  } catch (const lock_not_available& e) {
     outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
     renewer_->poke();
+    events_->emit_error(e, a.ref.name, a.ref.token);
+    throw;
+  } catch (const error& e) {
+    events_->emit_error(e, a.ref.name, a.ref.token);
     throw;
   }
   if (released) {
@@ -439,6 +471,10 @@ void lease_engine::release(lease_state& hold) {
       log_message(options_, log_level::debug,
                   "released '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") after " +
                       format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - a.started)));
+    }
+    if (events_->enabled()) {
+      events_->emit(event_kind::released, a.ref.name, a.ref.token,
+                    {.held = std::chrono::duration_cast<milliseconds>(steady::now() - a.started)});
     }
     return;
   }
@@ -471,8 +507,14 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
       if (matched.empty()) fail_lost("was lost: the owner check failed on renew");
       auto notices = book_.renewed(batch, matched, t0, false, "");
       run_notices(notices);
+      if (options_.log) {
+        log_message(options_, log_level::debug,
+                    "renewed '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") for " +
+                        std::to_string(ttl.count()) + "ms");
+      }
       return;
     } catch (const connection_lost& e) {
+      events_->emit_error(e, a.ref.name, a.ref.token);
       // Renewal is idempotent, so one more try on the connection the backend re-opens is safe.
       if (attempt == 0 && steady::now() < loss_at) continue;
       if (steady::now() >= a.valid_until_time() - loss_margin(a.last_ttl)) {
@@ -506,6 +548,14 @@ std::vector<lock_info> lease_engine::list_locks() {
     if (const int holds = book_.holds_of(l.owner); holds > 0) l.hold_count = holds;
   }
   return locks;
+}
+
+void lease_engine::log_waiting(const std::string& what, const std::string& holder, milliseconds time_left,
+                               bool notified) const {
+  std::string msg = "waiting for " + (what.starts_with("a permit") ? what : "'" + what + "'");
+  if (!holder.empty()) msg += ": held by " + holder + ", " + format_ms(time_left) + " left on its lease";
+  msg += notified ? " (woken by the database, polling as a safety net)" : " (polling)";
+  log_message(options_, log_level::debug, msg);
 }
 
 bool lease_engine::force_release(const std::string& name) {

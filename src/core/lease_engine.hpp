@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/event_sink.hpp"
 #include "core/lease_book.hpp"
 #include "core/release_outbox.hpp"
 #include "core/renewer.hpp"
@@ -69,12 +70,16 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   std::string next_owner();
   /// Renew one acquisition once on behalf of a caller; throws lease_lost / connection_lost.
   void renew_now(acquisition& a, std::chrono::milliseconds ttl, const char* statement);
+  /// Debug line when an acquire starts waiting (`what`: a lock name or "a permit of ...").
+  void log_waiting(const std::string& what, const std::string& holder, std::chrono::milliseconds time_left,
+                   bool notified) const;
 
   std::unique_ptr<backend> db_;
   client_options options_;
   std::string label_;
   std::string nonce_;
   std::atomic<std::uint64_t> owner_seq_{0};
+  std::shared_ptr<event_sink> events_;  ///< client_options::on_event (emit with no unit's lock held)
 
   /// Semaphore names whose stored permit count this client has checked (name -> permits).
   std::mutex semaphores_mu_;

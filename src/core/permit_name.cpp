@@ -39,4 +39,23 @@ std::optional<std::string> permit_queue_of(std::string_view row_name) {
   return permit_queue_key(rest.substr(0, len));
 }
 
+std::optional<std::pair<std::string_view, int>> permit_of(std::string_view row_name) {
+  if (row_name.size() < min_row_name || !row_name.starts_with(prefix)) return std::nullopt;
+  std::string_view rest = row_name.substr(prefix.size());
+  std::size_t len = 0;
+  const auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), len);
+  if (ec != std::errc() || p == rest.data() || *p != '.') return std::nullopt;
+  rest.remove_prefix(static_cast<std::size_t>(p - rest.data()) + 1);
+  if (rest.size() < len) return std::nullopt;
+  const std::string_view semaphore = rest.substr(0, len);
+  rest.remove_prefix(len);
+  constexpr std::string_view permit = ".permit.";
+  if (!rest.starts_with(permit)) return std::nullopt;
+  rest.remove_prefix(permit.size());
+  int slot = 0;
+  const auto [q, ec2] = std::from_chars(rest.data(), rest.data() + rest.size(), slot);
+  if (ec2 != std::errc() || q == rest.data()) return std::nullopt;
+  return std::pair{semaphore, slot};
+}
+
 }  // namespace sqllock::detail

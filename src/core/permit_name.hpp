@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 namespace sqllock::detail {
 
@@ -22,5 +23,8 @@ std::string permit_queue_key(std::string_view semaphore);
 
 /// If `row_name` is a permit row name: the queue key of its semaphore (woken when a permit frees).
 std::optional<std::string> permit_queue_of(std::string_view row_name);
+
+/// If `row_name` is a permit row name: its semaphore's name and the permit's slot.
+std::optional<std::pair<std::string_view, int>> permit_of(std::string_view row_name);
 
 }  // namespace sqllock::detail

@@ -54,6 +54,28 @@ void renewer::schedule(steady::time_point renew_at, steady::time_point deadline_
   poke();
 }
 
+void renewer::report_error(std::exception_ptr failure, const renew_batch& batch) const noexcept {
+  try {
+    std::rethrow_exception(failure);
+  } catch (const error& e) {
+    for (const auto& item : batch.items) events_->emit_error(e, item.lease.name, item.lease.token);
+  } catch (...) {
+  }
+}
+
+void renewer::log_renewals(const renew_batch& batch, const std::vector<std::size_t>& matched) const noexcept {
+  try {
+    for (auto i : matched) {
+      if (i >= batch.items.size()) continue;
+      const auto& item = batch.items[i];
+      log_message(options_, log_level::debug,
+                  "renewed '" + item.lease.name + "' (token " + std::to_string(item.lease.token) + ") for " +
+                      std::to_string(item.ttl.count()) + "ms");
+    }
+  } catch (...) {
+  }
+}
+
 void renewer::watchdog_loop() {
   for (;;) {
     {
@@ -85,11 +107,15 @@ void renewer::watchdog_loop() {
       const auto t0 = steady::now();
       std::vector<std::size_t> matched;
       std::string failure;
+      std::exception_ptr error_seen;
       try {
         matched = db_.renew(batch.items, batch.deadline);
       } catch (const std::exception& e) {
         failure = e.what();
+        if (events_ && events_->enabled()) error_seen = std::current_exception();
       }
+      if (!failure.empty() && error_seen) report_error(error_seen, batch);
+      if (failure.empty() && options_.log) log_renewals(batch, matched);
       auto notices = book_.renewed(batch, matched, t0, !failure.empty(), failure);
       run_notices(notices);
       if (renewer_gone) return;

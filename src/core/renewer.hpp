@@ -36,9 +36,13 @@ class renewer {
   /// thread only if that is earlier than what it already waits for (a thread that wakes for
   /// nothing just looks again), so that an acquire or release in a loop costs no thread switch.
   void schedule(steady::time_point renew_at, steady::time_point deadline_at);
+  /// Where a failed renewal's statement_error events go (one per lease of the batch).
+  void set_events(std::shared_ptr<const event_sink> events) { events_ = std::move(events); }
 
  private:
   void watchdog_loop();
+  void report_error(std::exception_ptr failure, const renew_batch& batch) const noexcept;
+  void log_renewals(const renew_batch& batch, const std::vector<std::size_t>& matched) const noexcept;
   void deadline_loop();
 
   lease_book& book_;
@@ -46,6 +50,7 @@ class renewer {
   release_outbox& outbox_;
   wait_queues& queues_;
   const client_options& options_;
+  std::shared_ptr<const event_sink> events_;
 
   std::mutex mu_;  // guards the flags below; never held while calling another unit
   std::condition_variable watchdog_cv_;

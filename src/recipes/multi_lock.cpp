@@ -124,7 +124,7 @@ multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names, 
     if (bounded && steady::now() >= deadline) {
       throw acquire_timeout("acquire_all: the lease of '" + lost_name +
                                 "' was lost while the other names were waited for, and the deadline has passed",
-                            lost_name, "", milliseconds(0));
+                            lost_name, "", milliseconds(0), std::string(c.backend_name()));
     }
   }
 }

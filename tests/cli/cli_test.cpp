@@ -839,6 +839,21 @@ TEST_F(cli, lease_is_renewed_past_its_ttl) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
+TEST_F(cli, verbose_run_tells_the_story_of_the_lease) {
+  auto holder = start(run_args("job", {"--holder", "first"}, "echo x > " + path("held") + "; sleep 0.5"));
+  ASSERT_TRUE(wait_for_file(path("held")));
+  const auto r = sqllock(run_args("job", {"-v", "--holder", "second", "--ttl", "300ms", "--wait", "20s"}, "sleep 0.5"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(holder->wait().exit_code, 0);
+  for (const char* line : {"sqllock: debug: waiting for 'job': held by first", "sqllock: debug: acquired 'job' (token",
+                           "sqllock: debug: renewed 'job' (token", "sqllock: debug: released 'job' (token"}) {
+    EXPECT_NE(r.err.find(line), std::string::npos) << "missing '" << line << "' in:\n" << r.err;
+  }
+  const auto quiet = sqllock(run_args("job", {"--ttl", "300ms"}, "sleep 0.2"));
+  EXPECT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_EQ(quiet.err.find("debug"), std::string::npos) << quiet.err;
+}
+
 TEST_F(cli, command_inherits_no_descriptor_of_the_library) {
   // The caller's descriptors pass through; the database file, its journal and the lock sidecar
   // files that the library opened must not (a leaked lock descriptor would outlive sqllock).

@@ -1,4 +1,6 @@
-# Script mode: a shared build (BUILD_SHARED_LIBS=ON, SQLite backend, the command, no tests) of
+# Script mode: a shared build (BUILD_SHARED_LIBS=ON, SQLite and the backends WITH_POSTGRESQL and
+# WITH_MYSQL say (those of the configuring build, so that package_deb's .deb carries them all), the
+# command, no tests) of
 # SOURCE_ROOT in WORK/build (kept between runs, so a rerun only rebuilds what changed), installed
 # into WORK/prefix; then, against the installed files only:
 #  1. libsqllock.so -> libsqllock.so.<major> (the SONAME) -> libsqllock.so.<version>, and no static
@@ -18,9 +20,21 @@ function(fail)
   message(FATAL_ERROR ${ARGN})
 endfunction()
 
+set(with_postgresql OFF)
+set(with_mysql OFF)
+if(WITH_POSTGRESQL)
+  set(with_postgresql ON)
+endif()
+if(WITH_MYSQL)
+  set(with_mysql ON)
+endif()
+# -O1: what is tested is the packaging, not the speed; with all three backends it compiles in less
+# CPU time than the SQLite-only -O3 build did (78 s against 89 s of user time on the CI machine).
 step(${CMAKE_COMMAND} -S "${SOURCE_ROOT}" -B "${WORK}/build" -G "${GENERATOR}" -DCMAKE_BUILD_TYPE=Release
+     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG"
      -DCMAKE_INSTALL_PREFIX=/usr  # GNUInstallDirs: the Debian multiarch libdir, for the .deb of package_deb
-     -DBUILD_SHARED_LIBS=ON -DSQLLOCK_WITH_SQLITE=ON -DSQLLOCK_WITH_POSTGRESQL=OFF -DSQLLOCK_WITH_MYSQL=OFF
+     -DBUILD_SHARED_LIBS=ON -DSQLLOCK_WITH_SQLITE=ON -DSQLLOCK_WITH_POSTGRESQL=${with_postgresql}
+     -DSQLLOCK_WITH_MYSQL=${with_mysql}
      -DSQLLOCK_BUILD_TESTS=OFF -DSQLLOCK_BUILD_EXAMPLES=OFF -DSQLLOCK_BUILD_CLI=ON -DSQLLOCK_INSTALL=ON)
 step(${CMAKE_COMMAND} --build "${WORK}/build" --parallel 2)  # the machine is shared
 file(REMOVE_RECURSE "${WORK}/prefix" "${WORK}/moved" "${WORK}/consumer" "${WORK}/consumer-pc" "${WORK}/locks.db")
@@ -79,7 +93,7 @@ foreach(root prefix moved)
   endif()
   set(cli "${WORK}/${root}/bin/sqllock")
   step(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${cli}" -V)
-  if(NOT step_out MATCHES "sqllock ${VERSION} \\(backends: sqlite\\)")
+  if(NOT step_out MATCHES "sqllock ${VERSION} \\(backends: sqlite[ )]")
     fail("${cli} -V printed: ${step_out}")
   endif()
   step(${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH "${cli}" migrate --url "sqlite:${WORK}/locks.db")

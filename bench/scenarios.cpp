@@ -49,10 +49,12 @@ void drop_table(raw_db& raw, const std::string& t) {
   raw.exec("DROP TABLE IF EXISTS " + t);
 }
 
-/// Drop a sqllock lock table and its schema-version table.
+/// Drop a sqllock lock table and the tables beside it (schema versions, semaphores, fair queue).
 void drop_lock_table(raw_db& raw, const std::string& t) {
   drop_table(raw, t);
   drop_table(raw, t + "_schema");
+  drop_table(raw, t + "_semaphores");
+  drop_table(raw, t + "_queue");
 }
 
 std::string unique_prefix(const char* tag) {

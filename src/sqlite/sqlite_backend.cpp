@@ -262,6 +262,17 @@ class sqlite_backend final : public backend {
     busy_timeout_scope scope(caller_.db.get(), std::min(acquire_busy_ms,
                                                         time_until(req.deadline, std::chrono::milliseconds(1)).count()));
     queue_outcome out;
+    try {
+      queue_poll_locked(req, out);
+    } catch (const lock_not_available&) {
+      // Another connection holds the write lock: the ticket was not renewed this time (seq 0: the
+      // waiter polls again soon).
+      return {};
+    }
+    return out;
+  }
+
+  void queue_poll_locked(const queue_request& req, queue_outcome& out) {
     {
       statement_run prune = lease_statement(caller_, "queue_prune");
       prune.bind(1, req.name);
@@ -275,7 +286,7 @@ class sqlite_backend final : public backend {
       enter.bind(3, req.owner);
       enter.bind(4, std::int64_t{req.ttl.count()});
       count_statement();
-      if (!enter.step(true)) return out;
+      if (!enter.step(true)) return;
       out.seq = enter.int_at(0);
     }
     statement_run state = lease_statement(caller_, "queue_state");
@@ -287,7 +298,6 @@ class sqlite_backend final : public backend {
       out.ahead = state.int_at(0);
       out.mine = state.int_at(1) != 0;
     }
-    return out;
   }
 
   void queue_leave(const std::string& owner, steady::time_point deadline) override {

@@ -84,6 +84,11 @@ struct queue_request {
   std::string owner;   ///< the acquire call's owner id (one ticket per owner)
   std::chrono::milliseconds ttl{0};
   steady::time_point deadline;
+  /// The ticket's seq from an earlier poll (0 on the first: the backend also prunes then).
+  std::int64_t seq = 0;
+  /// Renew the ticket (a write). False: only read where the waiter stands (no write, no commit
+  /// flush), for a wake-up between renewals; an answer with seq 0 means the ticket is gone.
+  bool refresh = true;
 };
 
 /// Where a fair waiter stands after its poll.

@@ -496,11 +496,18 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
   // One poll of the ticket and, when it is first in line (or was handed the lock), one acquire
   // with the same owner id: a lease handed over is found as this owner's live lease, extended to
   // now + ttl and returned with its token.
+  // A poll renews the ticket (a write) when a quarter of its TTL has passed since the last renewal;
+  // a wake-up in between only reads where the waiter stands.
+  steady::time_point renewed{};
   auto try_once = [&]() -> std::shared_ptr<lease_state> {
     try {
       const auto t0 = steady::now();
       entered = true;
-      place = db_->queue_poll({name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline)});
+      const bool refresh_now = place.seq == 0 || t0 - renewed >= refresh / 2;
+      queue_request q{name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline), place.seq,
+                      refresh_now};
+      place = db_->queue_poll(q);
+      if (refresh_now && place.seq != 0) renewed = t0;
       last_error = nullptr;
       if (place.seq == 0 || (place.ahead > 0 && !place.mine)) {
         last = {};

@@ -196,10 +196,11 @@ queue_outcome fake_backend::queue_poll(const queue_request& req) {
     });
     for (auto& [seq, t] : db_->queue) {
       if (t.owner == req.owner) {
-        t.expires_at = now + req.ttl;
+        if (req.refresh) t.expires_at = now + req.ttl;
         out.seq = seq;
       }
     }
+    if (out.seq == 0 && !req.refresh) return out;  // the ticket is gone
     if (out.seq == 0) {
       out.seq = db_->next_seq++;
       db_->queue[out.seq] = {req.name, req.holder, req.owner, req.ttl, now, now + req.ttl};

@@ -270,10 +270,14 @@ class mysql_backend final : public backend {
     auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "queue_poll");
     return with_lane(caller_, req.deadline, [&](connection& c) {
       const std::int64_t ttl = req.ttl.count();
-      count_statement();
-      c.execute(sql_.queue_prune, {req.name}, "queue_prune", true);
-      count_statement();
-      c.execute(sql_.queue_enter, {req.name, req.owner, req.holder, ttl, ttl}, "queue_enter", true);
+      if (req.seq == 0) {
+        count_statement();
+        c.execute(sql_.queue_prune, {req.name}, "queue_prune", true);
+      }
+      if (req.refresh || req.seq == 0) {
+        count_statement();
+        c.execute(sql_.queue_enter, {req.name, req.owner, req.holder, ttl, ttl}, "queue_enter", true);
+      }
       count_statement();
       result_rows r = c.query(sql_.queue_state, {req.owner}, "queue_state", true);
       queue_outcome out;

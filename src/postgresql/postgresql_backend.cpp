@@ -169,6 +169,7 @@ class postgresql_backend final : public backend {
         semaphore_register_(load("semaphore_register", table_)),
         semaphore_permits_(load("semaphore_permits", table_)),
         queue_poll_(load("queue_poll", table_)),
+        queue_state_(load("queue_state", table_)),
         queue_leave_(load("queue_leave", table_)),
         queue_list_(load("queue_list", table_)),
         fair_release_(load("fair_release", table_)),
@@ -344,7 +345,9 @@ class postgresql_backend final : public backend {
   queue_outcome queue_poll(const queue_request& req) override {
     auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "queue_poll");
     count_statement();
-    auto r = caller_.run(queue_poll_, {req.name, req.holder, req.owner, std::to_string(req.ttl.count())}, req.deadline);
+    auto r = req.refresh ? caller_.run(queue_poll_, {req.name, req.holder, req.owner, std::to_string(req.ttl.count())},
+                                       req.deadline)
+                         : caller_.run(queue_state_, {req.owner}, req.deadline);
     queue_outcome out;
     if (PQntuples(r.get()) == 0) return out;
     out.seq = field_int(r.get(), 0, 0);
@@ -511,7 +514,7 @@ class postgresql_backend final : public backend {
   conn_target target_;
   std::string table_;
   statement acquire_, renew_, release_, force_release_, inspect_, list_, semaphore_register_, semaphore_permits_,
-      queue_poll_, queue_leave_, queue_list_, fair_release_,
+      queue_poll_, queue_state_, queue_leave_, queue_list_, fair_release_,
       schema_tables_, schema_version_, migrate_lock_, migrate_record_;
 
   fifo_mutex caller_mutex_;  // callers take turns on their connection in arrival order

@@ -273,13 +273,16 @@ class sqlite_backend final : public backend {
   }
 
   void queue_poll_locked(const queue_request& req, queue_outcome& out) {
-    {
+    if (req.seq == 0) {
       statement_run prune = lease_statement(caller_, "queue_prune");
       prune.bind(1, req.name);
       count_statement();
       prune.step();
     }
-    {
+    if (!req.refresh && req.seq != 0) {
+      // A read only: the engine renewed the ticket less than a quarter of its TTL ago, so it is there.
+      out.seq = req.seq;
+    } else {
       statement_run enter = lease_statement(caller_, "queue_enter");
       enter.bind(1, req.name);
       enter.bind(2, req.holder);

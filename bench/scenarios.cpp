@@ -51,10 +51,12 @@ void drop_table(raw_db& raw, const std::string& t) {
   raw.exec("DROP TABLE IF EXISTS " + t);
 }
 
-/// Drop a sqllock lock table and its schema-version table.
+/// Drop a sqllock lock table and the tables beside it (schema versions, semaphores, fair queue).
 void drop_lock_table(raw_db& raw, const std::string& t) {
   drop_table(raw, t);
   drop_table(raw, t + "_schema");
+  drop_table(raw, t + "_semaphores");
+  drop_table(raw, t + "_queue");
 }
 
 std::string unique_prefix(const char* tag) {
@@ -541,7 +543,7 @@ void scenario_contention(const config& cfg, report& rep) {
   const double secs = cfg.quick ? 2.0 : 8.0;
   const std::string native = by_dialect(cfg.backend, "pg_advisory_lock", "GET_LOCK", "BEGIN IMMEDIATE");
   const auto base = run_contention(cfg, table, "native", procs, secs);
-  std::vector<std::pair<std::string, std::string>> modes{{"sqllock", "sqllock"}};
+  std::vector<std::pair<std::string, std::string>> modes{{"sqllock", "sqllock"}, {"sqllock-fair", "sqllock fair"}};
   if (cfg.backend == "postgresql") {
     modes.push_back({"sqllock-poll", "sqllock, notifications=false"});
     // Diagnostic: an acquire that reaches ON CONFLICT DO UPDATE locks the row (a lease that was
@@ -1149,7 +1151,9 @@ int child_contend(const std::string& url, const std::string& table, const std::s
   while (now_ns() < end) {
     std::optional<sqllock::lease_guard> g;
     if (c) {
-      g = c->acquire_for(name, 60s);
+      sqllock::lease_options lo;
+      lo.fair = mode == "sqllock-fair";
+      g = c->acquire_for(name, 60s, lo);
     } else if (lock >= 0) {
       raw->run(lock, {key});
     } else {

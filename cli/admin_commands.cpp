@@ -88,7 +88,8 @@ int run_status(const common_options& common, const status_options& options) {
     client_options.read_only = true;  // SQLite: works on a read-only file or directory, creates nothing
     sqllock::client client = sqllock::connect(url, client_options);
     const auto locks = client.list_locks();
-    const std::string text = options.json ? locks_json(locks) : locks_table(locks);
+    const auto queue = client.list_queue();
+    const std::string text = options.json ? locks_json(locks, queue) : locks_table(locks, queue);
     std::fwrite(text.data(), 1, text.size(), stdout);
     return exit_code::ok;
   } catch (...) {

@@ -61,6 +61,8 @@ struct run_options {
   std::optional<std::string> holder;
   /// `--permits N`: NAME is a counting semaphore of N permits; take one of them.
   std::optional<int> permits;
+  /// --fair: wait in the name's fair queue (lease_options::fair).
+  bool fair = false;
   std::vector<std::string> command;
 };
 

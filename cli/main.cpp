@@ -241,6 +241,9 @@ int main_impl(int argc, char** argv) {
       "--permits", permits_value,
       "NAME is a counting semaphore of N permits (1..10000, fixed at the name's first use): take one of them; "
       "CMD gets SQLLOCK_PERMIT (the slot) and SQLLOCK_FENCE (the slot's token)");
+  run_cmd->add_flag("--fair", run.fair,
+                    "wait in NAME's fair queue: the lock goes to waiters in the order they asked, across "
+                    "processes, and a fair holder's release hands it straight to the next one");
   // As in flock(1): every argument from CMD on is CMD's, even ones that look like our flags, so
   // `sqllock run --name job ls -la` runs `ls -la`; `--` before CMD still works.
   run_cmd->add_option("command", run.command, "CMD ARGS...: the command to run; every argument after CMD is CMD's")

@@ -237,7 +237,7 @@ std::string human_duration(std::chrono::milliseconds d) {
   return buf;
 }
 
-std::string locks_json(const std::vector<sqllock::lock_info>& locks) {
+std::string locks_json(const std::vector<sqllock::lock_info>& locks, const std::vector<sqllock::queue_info>& queue) {
   if (locks.empty()) return "[]\n";
   std::string out = "[\n";
   for (std::size_t i = 0; i < locks.size(); ++i) {
@@ -250,14 +250,57 @@ std::string locks_json(const std::vector<sqllock::lock_info>& locks) {
            ", \"owner\": " + json_string(l.owner) + ", \"fencing_token\": " + std::to_string(l.fencing_token) +
            ", \"hold_count\": " + std::to_string(l.hold_count) + ", \"acquired_at\": " + time_or_null(l.acquired_at) +
            ", \"expires_at\": " + time_or_null(l.expires_at) +
-           ", \"time_left_ms\": " + std::to_string(l.time_left.count()) + "}";
+           ", \"time_left_ms\": " + std::to_string(l.time_left.count());
+    std::string waiting;
+    for (const auto& w : queue) {
+      if (w.name != l.name) continue;
+      waiting += std::string(waiting.empty() ? "" : ", ") + "{\"holder\": " + json_string(w.holder) +
+                 ", \"seq\": " + std::to_string(w.seq) + ", \"waited_ms\": " + std::to_string(w.waited.count()) + "}";
+    }
+    if (!waiting.empty()) out += ", \"waiters\": [" + waiting + "]";
+    out += "}";
     out += i + 1 < locks.size() ? ",\n" : "\n";
   }
   out += "]\n";
   return out;
 }
 
-std::string locks_table(const std::vector<sqllock::lock_info>& locks) {
+namespace {
+
+// The table of fair-mode waiters: WAITING FOR, POS, WAITER, WAITED (aligned like the lock table).
+std::string queue_table(const std::vector<sqllock::queue_info>& queue) {
+  using row = std::array<std::string, 4>;
+  std::vector<row> rows;
+  rows.push_back({"WAITING FOR", "POS", "WAITER", "WAITED"});
+  std::string last_name;
+  int pos = 0;
+  for (const auto& w : queue) {
+    pos = (rows.size() > 1 && w.name == last_name) ? pos + 1 : 1;
+    last_name = w.name;
+    rows.push_back({printable(w.name), std::to_string(pos), printable(w.holder), human_duration(w.waited)});
+  }
+  std::array<std::size_t, 4> widths{};
+  for (const auto& r : rows) {
+    for (std::size_t c = 0; c < r.size(); ++c) widths[c] = std::max(widths[c], display_width(r[c]));
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < r.size(); ++c) {
+      const bool last = c + 1 == r.size();
+      const std::string pad(widths[c] - display_width(r[c]), ' ');
+      line += c == 1 ? pad + r[c] : r[c] + (last ? "" : pad);
+      if (!last) line += "  ";
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string locks_table(const std::vector<sqllock::lock_info>& locks, const std::vector<sqllock::queue_info>& queue) {
+  if (!queue.empty()) return locks_table(locks) + "\n" + queue_table(queue);
   using row = std::array<std::string, 6>;
   std::vector<row> rows;
   rows.push_back({"NAME", "HOLDER", "FENCE", "ACQUIRED (UTC)", "EXPIRES (UTC)", "TIME LEFT"});

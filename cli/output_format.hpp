@@ -28,10 +28,14 @@ std::string human_duration(std::chrono::milliseconds d);
 /// The locks as a JSON array of {"name","holder","owner","fencing_token","hold_count","acquired_at",
 /// "expires_at","time_left_ms"}; the times as RFC 3339 UTC strings with milliseconds
 /// ("2026-11-25T12:34:56.789Z", the database's clock), null when unknown.
-std::string locks_json(const std::vector<sqllock::lock_info>& locks);
+/// Fair-mode waiters (client::list_queue), when any wait on a listed lock, as a "waiters" array on
+/// its object: [{"holder","seq","waited_ms"}] in queue order; locks without waiters have no field.
+std::string locks_json(const std::vector<sqllock::lock_info>& locks, const std::vector<sqllock::queue_info>& queue = {});
 
 /// The locks as a table with a header line (just the header when empty), its columns aligned by
 /// display width: NAME, HOLDER, FENCE, ACQUIRED (UTC), EXPIRES (UTC), TIME LEFT.
-std::string locks_table(const std::vector<sqllock::lock_info>& locks);
+/// When fair-mode waiters are queued (client::list_queue), a second table follows after a blank
+/// line: WAITING FOR, POS (1 = next), WAITER, WAITED.
+std::string locks_table(const std::vector<sqllock::lock_info>& locks, const std::vector<sqllock::queue_info>& queue = {});
 
 }  // namespace sqllock_cli

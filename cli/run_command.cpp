@@ -319,6 +319,9 @@ int run_run(const common_options& common, const run_options& run_flags) {
     if (options.permits && options.names.size() != 1) {
       throw sqllock::invalid_argument("--permits takes one --name (the semaphore), not a multi-lock");
     }
+    if (options.fair && (options.permits || options.names.size() != 1)) {
+      throw sqllock::invalid_argument("--fair takes one --name (a lock), not a multi-lock or --permits");
+    }
     sqllock::validate_ttl(options.ttl);
     if (options.holder) {
       try {
@@ -365,6 +368,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
     lease.ttl = options.ttl;
     lease.auto_renew = true;
     lease.min_hold = options.min_hold;
+    lease.fair = options.fair;
     if (options.max_hold.count() > 0) {
       // run itself stops CMD --max-hold after acquire_for returned and has it gone --grace later
       // (hold_end + grace, below). The library stops renewing max_hold after the start of the

@@ -114,6 +114,30 @@ struct SQLLOCK_EXPORT lease_options {
   /// Lower bound on holding (ShedLock's lockAtLeastFor): a release earlier than acquisition +
   /// min_hold leaves the lease held until then (it is shortened to end there). Zero: none.
   std::chrono::milliseconds min_hold{0};
+  /// Fair mode (ZooKeeper's sequential nodes; schema version 4): a waiting acquire takes a ticket
+  /// in the name's queue (a row with an increasing sequence number) and the lock goes only to the
+  /// lowest live ticket, so fair acquirers get it in the order they asked, across clients and
+  /// processes. A fair holder's release hands the lock straight to the next ticket in the same
+  /// statement (a new fencing token; the next holder learns it at its next poll, woken at once
+  /// where the database wakes waiters). A single try (try_acquire) does not jump the queue either:
+  /// it is refused while earlier tickets wait. Plain (unfair) acquires of the same name take no
+  /// ticket and can take the lock only while it is free: never from a fair holder's release, but a
+  /// stream of plain holders can keep fair waiters waiting; make every acquirer of a name fair.
+  bool fair = false;
+  /// Fair mode: how long a waiter's ticket lives without being renewed (at least 100 ms). The
+  /// waiter renews it about four times per TTL while it waits, so a waiter that dies or stops
+  /// holds the queue up for at most this long; a lease handed over to a waiter that died meanwhile
+  /// also ends this long after the hand-over.
+  std::chrono::milliseconds fair_ticket_ttl{2000};
+};
+
+/// A waiter in a fair queue (client::list_queue, `sqllock status`).
+struct SQLLOCK_EXPORT queue_info {
+  std::string name;
+  std::string holder;  ///< the waiter's label (client_options::holder_id)
+  std::int64_t seq = 0;  ///< its ticket's sequence number: the queue's order
+  std::chrono::milliseconds waited{0};     ///< since it took its ticket (database clock)
+  std::chrono::milliseconds time_left{0};  ///< until its ticket expires unless renewed
 };
 
 /// A held lease. Releases exactly once: explicitly, or in its destructor (which never throws and
@@ -243,6 +267,8 @@ class SQLLOCK_EXPORT client {
   std::optional<lock_info> inspect(std::string_view name);
   /// Every lock with a live lease, by name.
   std::vector<lock_info> list_locks();
+  /// The live fair-mode waiters of every name (not the holders), by name, then queue order.
+  std::vector<queue_info> list_queue();
   /// Administrative release of a stuck lock, whoever holds it. Returns false if it was not held.
   /// The fencing sequence of the name is kept.
   bool force_release(std::string_view name);

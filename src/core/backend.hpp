@@ -70,6 +70,41 @@ struct release_request {
   /// clock), it is not freed but shortened to end at acquired_at + min_hold. Zero: free it now.
   std::chrono::milliseconds min_hold{0};
   steady::time_point deadline;
+  /// A fair lease (schema version 4), min_hold zero: the same statement hands the row to the lowest
+  /// live ticket of another owner (token + 1, a lease of that ticket's TTL) instead of freeing it,
+  /// and deletes this owner's ticket whatever the owner check says.
+  bool hand_over = false;
+};
+
+/// A fair waiter's poll (schema version 4): take its ticket in the name's queue, or push the
+/// ticket's expiry to now + ttl (a waiter that stops polling loses its place after ttl).
+struct queue_request {
+  std::string name;
+  std::string holder;  ///< the client's label
+  std::string owner;   ///< the acquire call's owner id (one ticket per owner)
+  std::chrono::milliseconds ttl{0};
+  steady::time_point deadline;
+  /// The ticket's seq from an earlier poll (0 on the first: the backend also prunes then).
+  std::int64_t seq = 0;
+  /// Renew the ticket (a write). False: only read where the waiter stands (no write, no commit
+  /// flush), for a wake-up between renewals; an answer with seq 0 means the ticket is gone.
+  bool refresh = true;
+};
+
+/// Where a fair waiter stands after its poll.
+struct queue_outcome {
+  std::int64_t seq = 0;    ///< its ticket's sequence number (increasing per name); 0 when unknown
+  std::int64_t ahead = 0;  ///< live tickets ahead of it, the live holder's own ticket not counted
+  bool mine = false;       ///< the lock row is already this owner's live lease (handed over)
+};
+
+/// One live ticket of a fair queue (not its holder's), for status.
+struct queue_waiter {
+  std::string name;
+  std::string holder;
+  std::int64_t seq = 0;
+  std::chrono::milliseconds waited{0};     ///< since the ticket was taken (database clock)
+  std::chrono::milliseconds time_left{0};  ///< until the ticket expires unless polled again
 };
 
 /// Result of a release: true when the owner check passed (the row was this acquisition's and is now
@@ -154,6 +189,19 @@ class backend {
   /// name has none yet (first use), and returns what is stored either way (two short statements).
   virtual int semaphore_permits(const std::string& name, int permits) = 0;
 
+  // Fair queue (schema version 4; lane::caller). A backend without it refuses fair acquires.
+  virtual queue_outcome queue_poll(const queue_request& request) {
+    (void)request;
+    throw invalid_argument(std::string(kind()) + ": fair acquires are not supported");
+  }
+  /// Delete this owner's ticket, if any.
+  virtual void queue_leave(const std::string& owner, steady::time_point deadline) {
+    (void)owner;
+    (void)deadline;
+  }
+  /// The live tickets of every name that are not their lock's holder, by name then seq.
+  virtual std::vector<queue_waiter> list_queue() { return {}; }
+
   // Transactions.
   virtual std::unique_ptr<session> begin(const transaction_options& options) = 0;
 
@@ -184,7 +232,7 @@ class backend {
 };
 
 /// The schema version this library needs (migrations/<dialect>/0001_... up to this).
-inline constexpr int required_schema_version = 3;
+inline constexpr int required_schema_version = 4;
 
 /// Longest wait for the answer to any lease statement (a hung server or a partition) when nothing
 /// shorter applies.

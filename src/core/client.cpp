@@ -152,6 +152,11 @@ lease_guard client::acquire_permit(std::string_view name, int permits, const lea
 
 std::optional<lock_info> client::inspect(std::string_view name) { return live(engine_).inspect(std::string(name)); }
 std::vector<lock_info> client::list_locks() { return live(engine_).list_locks(); }
+std::vector<queue_info> client::list_queue() {
+  std::vector<queue_info> out;
+  for (auto& w : live(engine_).db().list_queue()) out.push_back({w.name, w.holder, w.seq, w.waited, w.time_left});
+  return out;
+}
 bool client::force_release(std::string_view name) { return live(engine_).force_release(std::string(name)); }
 
 transaction client::begin(const transaction_options& options) {

@@ -41,6 +41,8 @@ std::string render_sql(std::string_view sql_template, std::string_view table, di
   // Migration 0003: the semaphore table, and (SQLite) the lock table's rebuild under a temporary
   // name that is then renamed to the table's own, unqualified name.
   const std::string semaphores_table = quote_identifier(std::string(table) + "_semaphores", d);
+  // Migration 0004: the fair-mode queue (tickets).
+  const std::string queue_table = quote_identifier(std::string(table) + "_queue", d);
   const std::string rebuild_table = quote_identifier(std::string(table) + "_rebuild", d);
   const auto dot = table.find('.');
   const std::string bare_table =
@@ -64,6 +66,8 @@ std::string render_sql(std::string_view sql_template, std::string_view table, di
       out += schema_table;
     } else if (key == "locks_semaphores") {
       out += semaphores_table;
+    } else if (key == "locks_queue") {
+      out += queue_table;
     } else if (key == "locks_rebuild") {
       out += rebuild_table;
     } else if (key == "locks_bare") {

@@ -87,6 +87,7 @@ std::shared_ptr<lease_state> lease_book::add(lease_ref ref, std::string holder, 
   a->holder = std::move(holder);
   a->scope = scope;
   a->started = started;
+  a->fair = options.fair;
   a->valid_until.store(ticks(started + options.ttl), std::memory_order_release);
   a->last_ttl = options.ttl;
   a->next_renew = started + options.ttl / 3;
@@ -142,6 +143,8 @@ std::optional<release_request> lease_book::drop(lease_state& hold) {
   release_request r;
   r.lease = a.ref;
   r.min_hold = a.min_hold;
+  // A fair lease hands the lock over in its release, unless min_hold keeps it held past the release.
+  r.hand_over = a.fair && a.min_hold.count() == 0;
   return r;
 }
 

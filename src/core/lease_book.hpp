@@ -32,6 +32,8 @@ struct acquisition {
   std::string holder;  ///< the client's label
   std::uint64_t scope = 0;
   steady::time_point started;  ///< start of the acquire statement (this process's monotonic clock)
+  /// Acquired in fair mode (lease_options::fair): its release hands the lock to the next ticket.
+  bool fair = false;
 
   /// Start of the last successful acquire or renew + its TTL, in steady_clock ticks: until then
   /// nobody else can take the lease over. Read without the lock by guards.

@@ -96,7 +96,21 @@ lease_engine::~lease_engine() {
 
 std::string lease_engine::next_owner() { return nonce_ + "." + std::to_string(++owner_seq_); }
 
-void lease_engine::wake(const std::string& name) noexcept { queues_.wake(name); }
+void lease_engine::wake(const std::string& name) noexcept {
+  queues_.wake(name);
+  wake_fair(name);
+}
+
+void lease_engine::wake_fair(const std::string& name) noexcept {
+  std::vector<std::string> keys;
+  try {
+    std::lock_guard lk(fair_mu_);
+    for (auto [it, end] = fair_waiters_.equal_range(name); it != end; ++it) keys.push_back(it->second);
+  } catch (...) {
+    return;
+  }
+  for (const auto& k : keys) queues_.wake(k);
+}
 
 std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, const lease_options& options,
                                                    std::optional<milliseconds> timeout, std::stop_token stop,
@@ -130,6 +144,8 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
     renewer_->schedule(renew_at, deadline_at);
     return h;
   }
+
+  if (options.fair) return acquire_fair(name, options, timeout, std::move(stop), throw_on_timeout, start, deadline, scope);
 
   const std::string owner = next_owner();
   acquire_outcome last;
@@ -280,6 +296,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
     throw invalid_argument("lease_options: max_hold and min_hold must not be negative");
   }
   if (timeout && timeout->count() < 0) throw invalid_argument("acquire_permit: negative timeout");
+  if (options.fair) throw invalid_argument("lease_options::fair is for locks, not semaphore permits");
   const std::string name(name_view);
   if (stop.stop_requested()) throw cancelled("acquire of a permit of semaphore '" + name + "' cancelled before it started");
   const auto start = steady::now();
@@ -443,6 +460,189 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
   }
 }
 
+std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name, const lease_options& options,
+                                                        std::optional<milliseconds> timeout, std::stop_token stop,
+                                                        bool throw_on_timeout, steady::time_point start,
+                                                        steady::time_point deadline, std::uint64_t scope) {
+  const milliseconds ticket_ttl = options.fair_ticket_ttl;
+  if (ticket_ttl < milliseconds(100) || ticket_ttl > milliseconds(forever)) {
+    throw invalid_argument("lease_options: fair_ticket_ttl must be at least 100 ms");
+  }
+  const bool bounded = timeout.has_value() && timeout->count() > 0;
+  const bool waits = !timeout || timeout->count() > 0;
+  auto self = shared_from_this();
+  const std::string owner = next_owner();
+  // The ticket is renewed by every poll: four polls per ticket TTL at the least.
+  const milliseconds refresh = std::max(milliseconds(20), ticket_ttl / 4);
+
+  acquire_outcome last;
+  queue_outcome place;
+  std::exception_ptr last_error;
+  steady::time_point last_error_at{};
+  bool entered = false;  // a ticket may exist (a poll was sent)
+  bool done = false;
+
+  // However this call ends without a lease, its ticket is deleted and a lease handed to it (or
+  // taken by an unanswered acquire) is released, handing the lock on: one owner-checked statement.
+  struct abandon_guard {
+    lease_engine& e;
+    const std::string& name;
+    const std::string& owner;
+    const lease_options& options;
+    bool& entered;
+    bool& done;
+    ~abandon_guard() {
+      if (done || !entered) return;
+      release_request req{{name, owner, 0}, milliseconds(0), steady::now() + io_timeout, true};
+      try {
+        e.db_->release(req, lane::caller);
+        e.queues_.wake(name);
+        e.wake_fair(name);
+      } catch (...) {
+        try {
+          e.outbox_.add(req, steady::now() + std::max(options.ttl, options.fair_ticket_ttl) + milliseconds(1000));
+          e.renewer_->poke();
+        } catch (...) {
+        }
+      }
+    }
+  } abandon{*this, name, owner, options, entered, done};
+
+  auto give_up = [&]() -> std::shared_ptr<lease_state> {
+    if (last_error && last_error_at < deadline) std::rethrow_exception(last_error);
+    if (!throw_on_timeout) return nullptr;
+    std::string msg = "lock '" + name + "' not acquired (fair) within " + format_ms(timeout.value_or(milliseconds(0)));
+    if (place.ahead > 0) msg += ": " + std::to_string(place.ahead) + " waiter(s) ahead";
+    if (!last.holder.empty()) {
+      msg += std::string(place.ahead > 0 ? ", " : ": ") + "held by " + last.holder + ", " + format_ms(last.time_left) +
+             " left on its lease";
+    }
+    throw acquire_timeout(msg, name, last.holder, last.time_left);
+  };
+
+  // One poll of the ticket and, when it is first in line (or was handed the lock), one acquire
+  // with the same owner id: a lease handed over is found as this owner's live lease, extended to
+  // now + ttl and returned with its token.
+  // A poll renews the ticket (a write) when a quarter of its TTL has passed since the last renewal;
+  // a wake-up in between only reads where the waiter stands.
+  steady::time_point renewed{};
+  auto try_once = [&]() -> std::shared_ptr<lease_state> {
+    try {
+      const auto t0 = steady::now();
+      entered = true;
+      const bool refresh_now = place.seq == 0 || t0 - renewed >= refresh / 2;
+      queue_request q{name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline), place.seq,
+                      refresh_now};
+      place = db_->queue_poll(q);
+      if (refresh_now && place.seq != 0) renewed = t0;
+      last_error = nullptr;
+      if (place.seq == 0 || (place.ahead > 0 && !place.mine)) {
+        last = {};
+        return nullptr;
+      }
+      if (outbox_.has(name)) {
+        const auto now = steady::now();
+        for (const auto& n : outbox_.flush(*db_, lane::caller, now, name, statement_deadline(now, options.ttl, bounded, deadline))) {
+          queues_.wake(n);
+        }
+      }
+      const auto t1 = steady::now();
+      last = db_->acquire({name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)});
+      if (!last.acquired) return nullptr;
+      auto h = book_.add({name, owner, last.token}, label_, scope, t1, options, self);
+      done = true;
+      const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
+      renewer_->schedule(renew_at, deadline_at);
+      if (options_.log) {
+        log_message(options_, log_level::debug,
+                    "acquired '" + name + "' (fair, token " + std::to_string(last.token) + ", " +
+                        (place.mine ? "handed over" : "first in line") + ") after " +
+                        format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
+      }
+      return h;
+    } catch (const connection_lost& e) {
+      if (!waits) throw;
+      last_error = std::current_exception();
+      last_error_at = steady::now();
+      log_message(options_, log_level::info, std::string("fair acquire of '") + name + "' will be retried: " + e.what());
+      return nullptr;
+    }
+  };
+
+  // Woken by releases (local, or the backend's events for the name): only a waiter that counts
+  // itself first in line polls at once; the others keep their ticket-renewal schedule.
+  const std::string key = std::string("\x01" "fair\x01", 6) + owner;
+  wait_queues::ticket wake_ticket(queues_, key);
+  {
+    std::lock_guard lk(fair_mu_);
+    fair_waiters_.emplace(name, key);
+  }
+  struct unregister_guard {
+    lease_engine& e;
+    const std::string& name;
+    const std::string& key;
+    ~unregister_guard() {
+      std::lock_guard lk(e.fair_mu_);
+      for (auto [it, end] = e.fair_waiters_.equal_range(name); it != end; ++it) {
+        if (it->second == key) {
+          e.fair_waiters_.erase(it);
+          break;
+        }
+      }
+    }
+  } unregister{*this, name, key};
+  const bool events = waits && watches_.add(name);
+  struct unwatch_guard {
+    watch_registry& w;
+    const std::string& name;
+    bool on;
+    ~unwatch_guard() {
+      if (on) w.remove(name);
+    }
+  } unwatch{watches_, name, waits};
+
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  backoff_state backoff;
+  for (;;) {
+    const auto events_before = wake_ticket.events();
+    if (auto h = try_once()) return h;
+    if (!waits || steady::now() >= deadline) return give_up();
+    const auto polled = steady::now();
+    // First in line (the lock held by someone else, or not yet seen free): back off like a plain
+    // waiter; further back: renew the ticket on schedule, or sooner when woken often enough to be next.
+    milliseconds pause = refresh;
+    if (!last_error && place.ahead == 0) {
+      const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
+      pause = std::min(refresh, next_poll_delay(backoff, holder_known, last.time_left, events, options_.poll_min,
+                                                options_.poll_max, uniform(rng)));
+    } else if (!events) {
+      pause = std::min(refresh, options_.poll_max);
+    } else if (last_error) {
+      pause = std::min(refresh, options_.poll_min * 4);
+    }
+    std::int64_t ahead = place.ahead;
+    auto seen = events_before;
+    for (;;) {
+      const auto until = std::min(deadline, polled + pause);
+      if (steady::now() >= until) break;
+      try {
+        wake_ticket.sleep(stop, until, seen);
+      } catch (const cancelled&) {
+        throw cancelled("fair acquire of lock '" + name + "' cancelled");
+      }
+      const auto now_events = wake_ticket.events();
+      if (now_events == seen) break;  // the pause is over
+      ahead -= static_cast<std::int64_t>(now_events - seen);
+      seen = now_events;
+      if (ahead <= 0) {
+        backoff.polls = 0;
+        break;
+      }
+    }
+  }
+}
+
 void lease_engine::release(lease_state& hold) {
   auto request = book_.drop(hold);
   if (!request) return;  // finished already, or an inner hold: the lease stays
@@ -467,6 +667,7 @@ void lease_engine::release(lease_state& hold) {
   }
   if (released) {
     queues_.wake(a.ref.name);
+    wake_fair(a.ref.name);
     if (options_.log) {
       log_message(options_, log_level::debug,
                   "released '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") after " +

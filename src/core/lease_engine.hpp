@@ -68,6 +68,14 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
 
  private:
   std::string next_owner();
+  /// acquire() in fair mode, past re-entry: take a ticket, poll it (renewing it) until it is the
+  /// lowest live one or the lock was handed to it, then take the lock with the same owner id.
+  std::shared_ptr<lease_state> acquire_fair(const std::string& name, const lease_options& options,
+                                            std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
+                                            bool throw_on_timeout, steady::time_point start,
+                                            steady::time_point deadline, std::uint64_t scope);
+  /// Wake this client's fair waiters of `name` (a release here or elsewhere).
+  void wake_fair(const std::string& name) noexcept;
   /// Renew one acquisition once on behalf of a caller; throws lease_lost / connection_lost.
   void renew_now(acquisition& a, std::chrono::milliseconds ttl, const char* statement);
   /// Debug line when an acquire starts waiting (`what`: a lock name or "a permit of ...").
@@ -84,6 +92,10 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   /// Semaphore names whose stored permit count this client has checked (name -> permits).
   std::mutex semaphores_mu_;
   std::map<std::string, int> semaphores_;
+
+  /// Fair waiters of this client: name -> their private wait-queue keys.
+  std::mutex fair_mu_;
+  std::multimap<std::string, std::string> fair_waiters_;
 
   lease_book book_;
   release_outbox outbox_;

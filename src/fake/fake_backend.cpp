@@ -2,6 +2,7 @@
 #include "fake/fake_backend.hpp"
 
 #include <algorithm>
+#include <tuple>
 #include <thread>
 
 namespace sqllock::detail {
@@ -149,7 +150,23 @@ release_outcome fake_backend::release(const release_request& req, lane) {
       auto& r = it->second;
       if (!r.holder.empty() && r.owner == req.lease.owner && (req.lease.token == 0 || r.token == req.lease.token)) {
         released = true;
-        if (r.acquired_at + req.min_hold > now) {
+        // Hand-over (a fair lease): the lowest live ticket of another owner takes the row.
+        const fake_database::ticket* next = nullptr;
+        if (req.hand_over) {
+          for (const auto& [seq, t] : db_->queue) {
+            if (t.name == req.lease.name && t.owner != req.lease.owner && t.expires_at > now) {
+              next = &t;
+              break;
+            }
+          }
+        }
+        if (next) {
+          r.holder = next->holder;
+          r.owner = next->owner;
+          r.token += 1;
+          r.acquired_at = now;
+          r.expires_at = now + next->ttl;
+        } else if (r.acquired_at + req.min_hold > now) {
           r.expires_at = r.acquired_at + req.min_hold;
         } else {
           r.holder.clear();
@@ -159,8 +176,73 @@ release_outcome fake_backend::release(const release_request& req, lane) {
       }
     }
   }
+  if (req.hand_over) {
+    std::lock_guard lk(db_->mu);
+    std::erase_if(db_->queue, [&](const auto& e) { return e.second.owner == req.lease.owner; });
+  }
   if (f == fault::lose) no_answer("lease_release");
   return released;
+}
+
+queue_outcome fake_backend::queue_poll(const queue_request& req) {
+  const auto f = before(fake_op::queue, req.deadline);
+  if (f == fault::fail || f == fault::hang) no_answer("queue_poll");
+  queue_outcome out;
+  {
+    std::lock_guard lk(db_->mu);
+    const auto now = steady::now();
+    std::erase_if(db_->queue, [&](const auto& e) {
+      return e.second.name == req.name && e.second.owner != req.owner && e.second.expires_at + milliseconds(10000) <= now;
+    });
+    for (auto& [seq, t] : db_->queue) {
+      if (t.owner == req.owner) {
+        if (req.refresh) t.expires_at = now + req.ttl;
+        out.seq = seq;
+      }
+    }
+    if (out.seq == 0 && !req.refresh) return out;  // the ticket is gone
+    if (out.seq == 0) {
+      out.seq = db_->next_seq++;
+      db_->queue[out.seq] = {req.name, req.holder, req.owner, req.ttl, now, now + req.ttl};
+    }
+    std::string live_holder;
+    if (auto it = db_->rows.find(req.name);
+        it != db_->rows.end() && !it->second.holder.empty() && it->second.expires_at > now) {
+      live_holder = it->second.owner;
+    }
+    for (const auto& [seq, t] : db_->queue) {
+      if (seq < out.seq && t.name == req.name && t.expires_at > now && t.owner != live_holder) ++out.ahead;
+    }
+    out.mine = live_holder == req.owner;
+  }
+  if (f == fault::lose) no_answer("queue_poll");
+  return out;
+}
+
+void fake_backend::queue_leave(const std::string& owner, steady::time_point deadline) {
+  const auto f = before(fake_op::queue, deadline);
+  if (f == fault::fail || f == fault::hang) no_answer("queue_leave");
+  {
+    std::lock_guard lk(db_->mu);
+    std::erase_if(db_->queue, [&](const auto& e) { return e.second.owner == owner; });
+  }
+  if (f == fault::lose) no_answer("queue_leave");
+}
+
+std::vector<queue_waiter> fake_backend::list_queue() {
+  std::lock_guard lk(db_->mu);
+  const auto now = steady::now();
+  std::vector<queue_waiter> out;
+  for (const auto& [seq, t] : db_->queue) {
+    if (t.expires_at <= now) continue;
+    auto it = db_->rows.find(t.name);
+    if (it != db_->rows.end() && it->second.owner == t.owner && !it->second.holder.empty() && it->second.expires_at > now) {
+      continue;
+    }
+    out.push_back({t.name, t.holder, seq, ms_between(t.enqueued_at, now), ms_between(now, t.expires_at)});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return std::tie(a.name, a.seq) < std::tie(b.name, b.seq); });
+  return out;
 }
 
 bool fake_backend::force_release(const std::string& name) {

@@ -25,11 +25,19 @@ struct fake_database {
   std::mutex mu;
   std::map<std::string, row> rows;
   std::map<std::string, int> semaphores;  ///< semaphore name -> permits
+  /// The fair queue: tickets by seq (increasing), as migration 0004's table.
+  struct ticket {
+    std::string name, holder, owner;
+    std::chrono::milliseconds ttl{0};
+    steady::time_point enqueued_at, expires_at;
+  };
+  std::map<std::int64_t, ticket> queue;
+  std::int64_t next_seq = 1;
   int schema_version = required_schema_version;
 };
 
 /// Which statements a switch applies to.
-enum class fake_op { acquire, renew, release, any };
+enum class fake_op { acquire, renew, release, queue, any };
 
 /// The seam in memory. Switches (thread-safe):
 /// - lose_answers(op, n): the next n statements of op are applied, then throw connection_lost;
@@ -58,6 +66,9 @@ class fake_backend final : public backend {
   std::optional<lock_info> inspect(const std::string& name) override;
   std::vector<lock_info> list_locks() override;
   int semaphore_permits(const std::string& name, int permits) override;
+  queue_outcome queue_poll(const queue_request& request) override;
+  void queue_leave(const std::string& owner, steady::time_point deadline) override;
+  std::vector<queue_waiter> list_queue() override;
   std::unique_ptr<session> begin(const transaction_options& options) override;
 
  private:

@@ -52,6 +52,12 @@ struct statement_set {
         list(statement_text("lease_list", table)),
         semaphore_register(statement_text("semaphore_register", table)),
         semaphore_permits(statement_text("semaphore_permits", table)),
+        queue_enter(statement_text("queue_enter", table)),
+        queue_state(statement_text("queue_state", table)),
+        queue_prune(statement_text("queue_prune", table)),
+        queue_leave(statement_text("queue_leave", table)),
+        queue_list(statement_text("queue_list", table)),
+        fair_release(statement_text("fair_release", table)),
         wake_take(statement_text("wake_lock_take", table)),
         wake_release(statement_text("wake_lock_release", table)),
         schema_version(statement_text("schema_version", table)),
@@ -62,7 +68,8 @@ struct statement_set {
         time_zone(statement_text("session_time_zone", table)),
         sync_wait(statement_text("session_sync_wait", table)) {}
   std::string acquire, acquire_plain, acquire_result, renew, renew_check, release, release_plain, force_release,
-      inspect, list, semaphore_register, semaphore_permits, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
+      inspect, list, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
+      queue_list, fair_release, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
       migrate_unlock, time_zone, sync_wait;
 };
 
@@ -266,6 +273,51 @@ class mysql_backend final : public backend {
     });
   }
 
+  queue_outcome queue_poll(const queue_request& req) override {
+    auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "queue_poll");
+    return with_lane(caller_, req.deadline, [&](connection& c) {
+      const std::int64_t ttl = req.ttl.count();
+      if (req.seq == 0) {
+        count_statement();
+        c.execute(sql_.queue_prune, {req.name}, "queue_prune", true);
+      }
+      if (req.refresh || req.seq == 0) {
+        count_statement();
+        c.execute(sql_.queue_enter, {req.name, req.owner, req.holder, ttl, ttl}, "queue_enter", true);
+      }
+      count_statement();
+      result_rows r = c.query(sql_.queue_state, {req.owner}, "queue_state", true);
+      queue_outcome out;
+      if (r.empty() || r[0].size() < 3) return out;
+      out.seq = to_int(r[0][0]);
+      out.ahead = to_int(r[0][1]);
+      out.mine = truthy(r[0][2]);
+      return out;
+    });
+  }
+
+  void queue_leave(const std::string& owner, steady::time_point deadline) override {
+    auto lock = lock_lane(caller_mutex_, deadline, backend_name, "queue_leave");
+    with_lane(caller_, deadline, [&](connection& c) {
+      count_statement();
+      c.execute(sql_.queue_leave, {owner}, "queue_leave", true);
+      return 0;
+    });
+  }
+
+  std::vector<queue_waiter> list_queue() override {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) {
+      count_statement();
+      std::vector<queue_waiter> out;
+      for (const result_row& r : c.query(sql_.queue_list, {}, "queue_list", true)) {
+        out.push_back({r[0].value_or(""), r[1].value_or(""), to_int(r[2]), std::chrono::milliseconds(to_int(r[3])),
+                       std::chrono::milliseconds(to_int(r[4]))});
+      }
+      return out;
+    });
+  }
+
   int semaphore_permits(const std::string& name, int permits) override {
     std::lock_guard lock(caller_mutex_);
     return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> int {
@@ -430,6 +482,7 @@ class mysql_backend final : public backend {
   }
 
   bool release_on(lane_state& l, connection& c, const release_request& req) {
+    if (req.hand_over) return fair_release_on(l, c, req);
     const std::int64_t min_us = static_cast<std::int64_t>(req.min_hold.count()) * 1000;
     const value owner(req.lease.owner);
     const value token(req.lease.token);
@@ -473,6 +526,21 @@ class mysql_backend final : public backend {
     count_statement();
     const bool matched =
         c.execute(sql_.release_plain, {min_us, min_us, req.lease.name, owner, token, token}, "lease_release", true) > 0;
+    if (ours) release_wake_lock(l, c, req.lease.name);
+    if (matched && &l != &caller_) note_stale_wake_lock(req);
+    return matched;
+  }
+
+  // A fair holder's release: hand-over or free (fair_release.sql), then its ticket.
+  bool fair_release_on(lane_state& l, connection& c, const release_request& req) {
+    const value owner(req.lease.owner);
+    const value token(req.lease.token);
+    const bool ours = owns_wake_lock(l, req);
+    count_statement();
+    const bool matched = c.execute(sql_.fair_release, {req.lease.name, owner, req.lease.name, owner, token, token},
+                                   "fair_release", true) > 0;
+    count_statement();
+    c.execute(sql_.queue_leave, {owner}, "queue_leave", true);
     if (ours) release_wake_lock(l, c, req.lease.name);
     if (matched && &l != &caller_) note_stale_wake_lock(req);
     return matched;

@@ -168,6 +168,11 @@ class postgresql_backend final : public backend {
         list_(load("lease_list", table_)),
         semaphore_register_(load("semaphore_register", table_)),
         semaphore_permits_(load("semaphore_permits", table_)),
+        queue_poll_(load("queue_poll", table_)),
+        queue_state_(load("queue_state", table_)),
+        queue_leave_(load("queue_leave", table_)),
+        queue_list_(load("queue_list", table_)),
+        fair_release_(load("fair_release", table_)),
         schema_tables_(load("schema_tables", table_)),
         schema_version_(load("schema_version", table_)),
         migrate_lock_(load("migrate_lock", table_)),
@@ -294,6 +299,7 @@ class postgresql_backend final : public backend {
   }
 
   release_outcome release(const release_request& req, lane on) override {
+    if (req.hand_over) return fair_release(req, on);
     text_params params{req.lease.name, req.lease.owner, std::to_string(req.lease.token),
                        std::to_string(req.min_hold.count()), std::nullopt};
     // The channel to notify when the row is freed; NULL sends no notification.
@@ -313,6 +319,60 @@ class postgresql_backend final : public backend {
     }
     auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "lease_release");
     return run(caller_);
+  }
+
+  // A fair holder's release: hands the row to the next live ticket or frees it (fair_release.sql).
+  release_outcome fair_release(const release_request& req, lane on) {
+    text_params params{req.lease.name, req.lease.owner, std::to_string(req.lease.token), std::nullopt};
+    if (options_.notifications) params[3] = channel_for(table_, req.lease.name);
+    {
+      std::lock_guard g(identity_mutex_);
+      granted_.erase(req.lease.owner);
+    }
+    auto run = [&](lane_connection& l) {
+      count_statement();
+      auto r = l.run(fair_release_, params, req.deadline);
+      return PQntuples(r.get()) > 0 && field_text(r.get(), 0, 0) == "t";
+    };
+    if (on == lane::watchdog) {
+      auto lock = lock_lane(watchdog_mutex_, req.deadline, backend_name, "fair_release");
+      return run(watchdog_);
+    }
+    auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "fair_release");
+    return run(caller_);
+  }
+
+  queue_outcome queue_poll(const queue_request& req) override {
+    auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "queue_poll");
+    count_statement();
+    auto r = req.refresh ? caller_.run(queue_poll_, {req.name, req.holder, req.owner, std::to_string(req.ttl.count())},
+                                       req.deadline)
+                         : caller_.run(queue_state_, {req.owner}, req.deadline);
+    queue_outcome out;
+    if (PQntuples(r.get()) == 0) return out;
+    out.seq = field_int(r.get(), 0, 0);
+    out.ahead = field_int(r.get(), 0, 1);
+    out.mine = field_text(r.get(), 0, 2) == "t";
+    return out;
+  }
+
+  void queue_leave(const std::string& owner, steady::time_point deadline) override {
+    auto lock = lock_lane(caller_mutex_, deadline, backend_name, "queue_leave");
+    count_statement();
+    caller_.run(queue_leave_, {owner}, deadline);
+  }
+
+  std::vector<queue_waiter> list_queue() override {
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(queue_list_, {}, steady::now() + io_timeout);
+    std::vector<queue_waiter> out;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      out.push_back({field_text(r.get(), i, 0), field_text(r.get(), i, 1), field_int(r.get(), i, 2),
+                     std::chrono::milliseconds(field_int(r.get(), i, 3)),
+                     std::chrono::milliseconds(field_int(r.get(), i, 4))});
+    }
+    return out;
   }
 
   bool force_release(const std::string& name) override {
@@ -454,6 +514,7 @@ class postgresql_backend final : public backend {
   conn_target target_;
   std::string table_;
   statement acquire_, renew_, release_, force_release_, inspect_, list_, semaphore_register_, semaphore_permits_,
+      queue_poll_, queue_state_, queue_leave_, queue_list_, fair_release_,
       schema_tables_, schema_version_, migrate_lock_, migrate_record_;
 
   fifo_mutex caller_mutex_;  // callers take turns on their connection in arrival order

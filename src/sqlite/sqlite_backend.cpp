@@ -169,6 +169,40 @@ class sqlite_backend final : public backend {
 
   release_outcome release(const release_request& req, lane on) override {
     auto run_on = [&](lane_connection& l) {
+      if (req.hand_over) {
+        // Hand-over or free, then the releaser's ticket; both in one write transaction.
+        if (begin_immediate(l.db.get(), std::min(renew_release_busy_ms,
+                                                 time_until(req.deadline, std::chrono::milliseconds(1)).count())) !=
+            SQLITE_OK) {
+          throw lock_not_available("sqlite: the database stayed write-locked by another connection (fair_release)",
+                                   std::string(kind_name), "", "fair_release");
+        }
+        try {
+          bool found = false;
+          {
+            statement_run run = lease_statement(l, "fair_release");
+            run.bind(1, req.lease.name);
+            run.bind(2, req.lease.owner);
+            run.bind(3, req.lease.token);
+            count_statement();
+            found = run.step(true);
+          }
+          {
+            statement_run leave = lease_statement(l, "queue_leave");
+            leave.bind(1, req.lease.owner);
+            count_statement();
+            leave.step();
+          }
+          exec(l.db.get(), "COMMIT", "fair_release");
+          return found;
+        } catch (...) {
+          try {
+            exec(l.db.get(), "ROLLBACK", "fair_release");
+          } catch (...) {
+          }
+          throw;
+        }
+      }
       busy_timeout_scope scope(
           l.db.get(), std::min(renew_release_busy_ms, time_until(req.deadline, std::chrono::milliseconds(1)).count()));
       statement_run run = lease_statement(l, "lease_release");
@@ -220,6 +254,74 @@ class sqlite_backend final : public backend {
     count_statement();
     std::vector<lock_info> out;
     while (run.step(true)) out.push_back(info_from(run));
+    return out;
+  }
+
+  queue_outcome queue_poll(const queue_request& req) override {
+    auto lk = lock_lane(caller_mu_, req.deadline, kind_name, "queue_poll");
+    busy_timeout_scope scope(caller_.db.get(), std::min(acquire_busy_ms,
+                                                        time_until(req.deadline, std::chrono::milliseconds(1)).count()));
+    queue_outcome out;
+    try {
+      queue_poll_locked(req, out);
+    } catch (const lock_not_available&) {
+      // Another connection holds the write lock: the ticket was not renewed this time (seq 0: the
+      // waiter polls again soon).
+      return {};
+    }
+    return out;
+  }
+
+  void queue_poll_locked(const queue_request& req, queue_outcome& out) {
+    if (req.seq == 0) {
+      statement_run prune = lease_statement(caller_, "queue_prune");
+      prune.bind(1, req.name);
+      count_statement();
+      prune.step();
+    }
+    if (!req.refresh && req.seq != 0) {
+      // A read only: the engine renewed the ticket less than a quarter of its TTL ago, so it is there.
+      out.seq = req.seq;
+    } else {
+      statement_run enter = lease_statement(caller_, "queue_enter");
+      enter.bind(1, req.name);
+      enter.bind(2, req.holder);
+      enter.bind(3, req.owner);
+      enter.bind(4, std::int64_t{req.ttl.count()});
+      count_statement();
+      if (!enter.step(true)) return;
+      out.seq = enter.int_at(0);
+    }
+    statement_run state = lease_statement(caller_, "queue_state");
+    state.bind(1, req.name);
+    state.bind(2, out.seq);
+    state.bind(3, req.owner);
+    count_statement();
+    if (state.step(true)) {
+      out.ahead = state.int_at(0);
+      out.mine = state.int_at(1) != 0;
+    }
+  }
+
+  void queue_leave(const std::string& owner, steady::time_point deadline) override {
+    auto lk = lock_lane(caller_mu_, deadline, kind_name, "queue_leave");
+    busy_timeout_scope scope(caller_.db.get(), std::min(renew_release_busy_ms,
+                                                        time_until(deadline, std::chrono::milliseconds(1)).count()));
+    statement_run run = lease_statement(caller_, "queue_leave");
+    run.bind(1, owner);
+    count_statement();
+    run.step();
+  }
+
+  std::vector<queue_waiter> list_queue() override {
+    std::lock_guard lk(caller_mu_);
+    statement_run run = lease_statement(caller_, "queue_list");
+    count_statement();
+    std::vector<queue_waiter> out;
+    while (run.step(true)) {
+      out.push_back({run.text_at(0).value_or(""), run.text_at(1).value_or(""), run.int_at(2),
+                     std::chrono::milliseconds(run.int_at(3)), std::chrono::milliseconds(run.int_at(4))});
+    }
     return out;
   }
 

@@ -90,5 +90,6 @@ TEST(ApiEdges, ADroppedLockTableIsCreatedAgainByMigrate) {
   tx.execute("DROP TABLE " + table);
   tx.execute("DROP TABLE " + table + "_schema");
   tx.execute("DROP TABLE " + table + "_semaphores");
+  tx.execute("DROP TABLE " + table + "_queue");
   tx.commit();
 }

@@ -62,6 +62,20 @@ int child_hold(const std::vector<std::string>& a) {
   return 0;
 }
 
+// fair_wait NAME TICKET_TTL_MS LABEL: wait for NAME in fair mode with that ticket TTL, labelled
+// LABEL (the parent kills it while it waits); exit 7 if it ever gets the lock.
+int child_fair_wait(const std::vector<std::string>& a) {
+  sqllock::client_options o;
+  o.holder_id = a[2];
+  auto c = make_client(o);
+  sqllock::lease_options l;
+  l.ttl = std::chrono::seconds(10);
+  l.fair = true;
+  l.fair_ticket_ttl = std::chrono::milliseconds(std::stoi(a[1]));
+  auto g = c.acquire_for(a[0], std::chrono::seconds(60), l);
+  return 7;
+}
+
 }  // namespace
 
 const backend_hooks& hooks() { return g_hooks; }
@@ -79,6 +93,7 @@ int run_suite(int argc, char** argv, backend_hooks h) {
     try {
       if (std::string(role) == "mutex_loop") return child_mutex_loop(args);
       if (std::string(role) == "hold") return child_hold(args);
+      if (std::string(role) == "fair_wait") return child_fair_wait(args);
     } catch (const std::exception& e) {
       std::cerr << "child " << role << ": " << e.what() << "\n";
       return 5;

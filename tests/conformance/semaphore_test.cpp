@@ -293,9 +293,9 @@ TEST(Semaphore, MigrateUpgradesAVersionTwoDatabaseInPlace) {
   const auto other_token = other->fencing_token();
   other->release();
 
-  EXPECT_EQ(c.migrate(), 3);
-  EXPECT_EQ(c.schema_version(), 3);
-  EXPECT_EQ(c.migrate(), 3) << "migrate is idempotent";
+  EXPECT_EQ(c.migrate(), sqllock::client::required_schema_version());
+  EXPECT_EQ(c.schema_version(), sqllock::client::required_schema_version());
+  EXPECT_EQ(c.migrate(), sqllock::client::required_schema_version()) << "migrate is idempotent";
 
   auto d = make_client({.table = table});  // require_schema: version 3 is there now
   auto info = d.inspect(name);
@@ -318,5 +318,6 @@ TEST(Semaphore, MigrateUpgradesAVersionTwoDatabaseInPlace) {
   tx.execute("DROP TABLE " + table);
   tx.execute("DROP TABLE " + table + "_schema");
   tx.execute("DROP TABLE " + table + "_semaphores");
+  tx.execute("DROP TABLE " + table + "_queue");
   tx.commit();
 }

@@ -362,3 +362,79 @@ TEST(Engine, MinHoldKeepsTheLeaseAfterAnEarlyRelease) {
   std::this_thread::sleep_for(450ms);
   EXPECT_TRUE(f.try_acquire("n"));
 }
+
+// ---- fair mode against the fake ----
+
+namespace {
+sqllock::lease_options fair_opts(milliseconds ticket_ttl) {
+  sqllock::lease_options o;
+  o.ttl = 10s;
+  o.fair = true;
+  o.fair_ticket_ttl = ticket_ttl;
+  return o;
+}
+}  // namespace
+
+// A fair lease's release asks for hand-over; a plain one's and one kept by min_hold do not.
+TEST(EngineFair, OnlyAFairLeasesReleaseHandsOver) {
+  d::lease_book book;
+  auto plain = book.add({"p", "o1", 1}, "h", 0, steady::now(), opts(10s), nullptr);
+  auto f = fair_opts(2s);
+  auto fair = book.add({"f", "o2", 1}, "h", 0, steady::now(), f, nullptr);
+  f.min_hold = 5s;
+  auto kept = book.add({"k", "o3", 1}, "h", 0, steady::now(), f, nullptr);
+  EXPECT_FALSE(book.drop(*plain)->hand_over);
+  EXPECT_TRUE(book.drop(*fair)->hand_over);
+  EXPECT_FALSE(book.drop(*kept)->hand_over);
+}
+
+// A waiter cancelled after the lock was handed to it (another client's release, which does not wake
+// it) releases that lease on its way out, handing it on: nothing leaks, no ticket stays.
+TEST(EngineFair, CancelledWaiterReleasesALeaseHandedToItMeanwhile) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto held = ea->acquire("n", fair_opts(4s), 0ms, {}, false);
+  ASSERT_TRUE(held);
+  std::stop_source stop;
+  std::atomic<bool> cancelled{false};
+  std::jthread waiter([&] {
+    try {
+      (void)eb->acquire("n", fair_opts(4s), std::nullopt, stop.get_token(), true);  // polls every 1 s
+    } catch (const sqllock::cancelled&) {
+      cancelled = true;
+    }
+  });
+  const auto until = steady::now() + 5s;
+  while (eb->db().list_queue().empty() && steady::now() < until) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(eb->db().list_queue().size(), 1u);
+  ea->release(*held);  // handed to the waiter, which is asleep (another client: no wake-up)
+  {
+    std::lock_guard lk(db->mu);
+    ASSERT_FALSE(db->rows["n"].holder.empty()) << "the release freed the lock instead of handing it over";
+  }
+  stop.request_stop();
+  waiter.join();
+  EXPECT_TRUE(cancelled.load());
+  std::lock_guard lk(db->mu);
+  EXPECT_TRUE(db->rows["n"].holder.empty()) << "the lease handed to the cancelled waiter leaked";
+  EXPECT_TRUE(db->queue.empty()) << "the cancelled waiter's ticket stayed";
+  EXPECT_EQ(db->rows["n"].token, held->acq->ref.token + 1);
+}
+
+// Tickets are polled (renewed) about four times per ticket TTL while waiting: a waiter behind a
+// holder keeps its ticket alive for longer than the TTL.
+TEST(EngineFair, AWaitersTicketStaysAliveWhileItWaits) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto held = ea->acquire("n", fair_opts(200ms), 0ms, {}, false);
+  ASSERT_TRUE(held);
+  EXPECT_THROW(eb->acquire("n", fair_opts(200ms), 700ms, {}, true), sqllock::acquire_timeout);
+  auto* fake = dynamic_cast<d::fake_backend*>(&eb->db());
+  ASSERT_NE(fake, nullptr);
+  EXPECT_GE(fake->count(d::fake_op::queue), 700 / 50 - 2) << "the ticket was not renewed about every ttl/4";
+  std::lock_guard lk(db->mu);
+  EXPECT_TRUE(db->queue.size() <= 1u);  // only the holder's own (expired) ticket may remain
+  for (const auto& [seq, t] : db->queue) EXPECT_EQ(t.owner, held->acq->ref.owner);
+}

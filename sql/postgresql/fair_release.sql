@@ -1,0 +1,41 @@
+-- Release of a fair lease, with hand-over: $1 name, $2 owner id, $3 token (0: any; an abandoned
+-- acquire is released by owner id alone), $4 notification channel of the name or NULL.
+-- Owner-checked like lease_release.sql. When the name has a live ticket of another owner, the row
+-- is not freed but handed in the same statement to the lowest one: holder and owner become the
+-- ticket's, the token grows (token + 1, at least the timeline's first token as in
+-- lease_acquire.sql), and the lease ends ttl_ms (the ticket's short TTL) from now, so a grantee
+-- that died meanwhile stalls the queue no longer than a dead waiter would. The grantee learns it
+-- holds by its next poll (its acquire statement then finds its own live lease and extends it). The
+-- releaser's ticket is deleted whatever the owner check says (an abandoned waiter leaves the queue).
+-- Durable like lease_acquire.
+-- Columns: released, next_owner, notified (null).
+WITH epoch AS (
+  SELECT greatest(1, (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)
+         AS first_token
+), durable AS (
+  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
+              THEN set_config('synchronous_commit', 'on', true) END AS sync
+), t AS (
+  SELECT clock_timestamp() AS now
+), nxt AS (
+  SELECT q.owner, q.holder_id, q.ttl_ms FROM {{locks_queue}} AS q CROSS JOIN t
+  WHERE q.name = $1 AND q.owner <> $2 AND q.expires_at > t.now
+  ORDER BY q.seq
+  LIMIT 1
+), u AS (
+  UPDATE {{locks}} AS l
+  SET holder_id = nxt.holder_id,
+      owner = nxt.owner,
+      token = CASE WHEN nxt.owner IS NULL THEN l.token ELSE greatest(l.token + 1, epoch.first_token) END,
+      hold_count = CASE WHEN nxt.owner IS NULL THEN 0 ELSE 1 END,
+      acquired_at = CASE WHEN nxt.owner IS NULL THEN l.acquired_at ELSE t.now END,
+      expires_at = CASE WHEN nxt.owner IS NULL THEN t.now ELSE t.now + nxt.ttl_ms * interval '1 millisecond' END
+  FROM t CROSS JOIN durable CROSS JOIN epoch LEFT JOIN nxt ON true
+  WHERE l.name = $1 AND l.owner = $2 AND ($3::bigint = 0 OR l.token = $3::bigint) AND l.holder_id IS NOT NULL
+  RETURNING l.name, l.owner
+), gone AS (
+  DELETE FROM {{locks_queue}} WHERE owner = $2
+)
+SELECT EXISTS (SELECT 1 FROM u) AS released,
+       (SELECT owner FROM u) AS next_owner,
+       CASE WHEN EXISTS (SELECT 1 FROM u) AND $4::text IS NOT NULL THEN pg_notify($4::text, $1) END AS notified

@@ -65,6 +65,14 @@ node_pid() {
   pid=$(cat "$f" 2>/dev/null) || return 1
   [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
+# is_node N PID: PID runs node N (its command line names the node's directory). A stale pid file
+# (a node killed and never restarted) may name a pid since reused by another process; stop
+# signals only the node itself.
+is_node() {
+  local cmdline
+  cmdline=$(tr '\0' ' ' <"/proc/$2/cmdline" 2>/dev/null) || return 1
+  [[ "$cmdline" == *"$(ndir "$1")/"* ]]
+}
 port_of() { sed -n "${2}p" "$(ndir "$1")/ports"; }  # port_of N K: K=1 sql, 2 gcomm, 3 ist, 4 sst
 
 log_tail() {
@@ -191,7 +199,10 @@ kill_node() {
   pid=$(node_pid "$node") || die "node $node is not running"
   kill -KILL "$pid"
   for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      rm -f "$(ndir "$node")/mariadbd.pid" "$(ndir "$node")/launcher.pid"
+      return 0
+    fi
     sleep 0.05
   done
   die "node $node ($pid) survived kill -9"
@@ -213,6 +224,7 @@ stop() {
   local n pid i
   for n in 3 2 1; do
     pid=$(node_pid "$n") || continue
+    is_node "$n" "$pid" || continue
     kill -TERM "$pid" 2>/dev/null || true
     for i in $(seq 1 300); do
       kill -0 "$pid" 2>/dev/null || break

@@ -352,8 +352,43 @@ void deadline_timer::loop() {
   }
 }
 
+std::string split_brain_option(std::string_view provider_options) {
+  // "a = b; pc.ignore_sb = true; ..." (Galera prints "key = value" pairs separated by "; ").
+  for (const std::string_view key : {"pc.ignore_sb", "pc.ignore_quorum"}) {
+    for (std::size_t at = provider_options.find(key); at != std::string_view::npos;
+         at = provider_options.find(key, at + 1)) {
+      if (at > 0 && provider_options[at - 1] != ' ' && provider_options[at - 1] != ';') continue;
+      std::size_t i = at + key.size();
+      while (i < provider_options.size() && provider_options[i] == ' ') ++i;
+      if (i >= provider_options.size() || provider_options[i] != '=') continue;
+      ++i;
+      while (i < provider_options.size() && provider_options[i] == ' ') ++i;
+      const std::string_view rest = provider_options.substr(i);
+      for (const std::string_view yes : {"true", "TRUE", "True", "yes", "YES", "1", "on", "ON"}) {
+        if (rest.substr(0, yes.size()) == yes &&
+            (rest.size() == yes.size() || rest[yes.size()] == ';' || rest[yes.size()] == ' ')) {
+          return std::string(key);
+        }
+      }
+    }
+  }
+  return "";
+}
+
 void require_durable(const server_traits& t, bool allow) {
   std::string problem;
+  if (t.wsrep_on && !t.galera_split_brain_option.empty()) {
+    // Both halves of a partitioned cluster report Primary and accept writes: each could grant
+    // the same name, with the same next token. No flush setting makes that safe.
+    problem = "wsrep_provider_options " + t.galera_split_brain_option +
+              " = true (both halves of a partitioned Galera cluster go on writing, so each could grant the same "
+              "lock)";
+    if (allow) return;
+    throw database_error("mysql: the server runs with " + problem +
+                             "; set it to false, or accept the risk with client_options::allow_unsafe_durability "
+                             "(URL sqllock_allow_unsafe_durability=on)",
+                         std::string(backend_name), "", "server_settings");
+  }
   // Galera: durability from the cluster (see the header); only a power loss of every node at
   // once can lose the last second of commits.
   const bool replicated = t.wsrep_on && t.galera_cluster_size >= 2;
@@ -528,6 +563,7 @@ const server_traits& connection::traits() {
       if (name == "sync_binlog") t.sync_binlog = std::atol(value.c_str());
       if (name == "log_bin") t.log_bin = value == "ON" || value == "1";
       if (name == "wsrep_on") t.wsrep_on = value == "ON" || value == "1";
+      if (name == "wsrep_provider_options") t.galera_split_brain_option = split_brain_option(value);
     }
     if (t.wsrep_on) {
       long size = 0;

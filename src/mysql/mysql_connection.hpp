@@ -58,6 +58,9 @@ struct server_traits {
   bool wsrep_on = false;
   /// Galera only: the primary component's size when the connection was opened (0: not Primary).
   long galera_cluster_size = 0;
+  /// Galera only: the provider option that lets a partitioned minority go on writing
+  /// ("pc.ignore_sb" or "pc.ignore_quorum" set to true), "" when neither is.
+  std::string galera_split_brain_option;
 };
 
 /// Throws database_error naming the setting when `t` says commits may be lost in a crash (so an
@@ -68,6 +71,9 @@ struct server_traits {
 /// each commit, flushed about once a second) and a lazy sync_binlog are accepted; 0 is not (a
 /// crash of every mariadbd process at once, e.g. a bad upgrade, would lose the last second).
 void require_durable(const server_traits& t, bool allow);
+
+/// Galera: "pc.ignore_sb" or "pc.ignore_quorum" when wsrep_provider_options sets it to true, else "".
+std::string split_brain_option(std::string_view provider_options);
 
 /// Where and how to connect (from the URL); never printed except through url.redacted().
 struct connect_params {

@@ -10,6 +10,11 @@ namespace sqllock::detail::mysql {
 bool is_connection_error(int code) noexcept {
   switch (code) {
     case 1053:  // ER_SERVER_SHUTDOWN
+    // "Got error N during COMMIT": the commit may or may not have happened (on Galera the other
+    // nodes can have applied the write set when this node left the primary component). Unknown
+    // outcome, like a lost connection: the engine cleans up an acquire it cannot confirm and
+    // re-sends a release.
+    case 1180:  // ER_ERROR_DURING_COMMIT
     case 1927:  // MariaDB ER_CONNECTION_KILLED
     case 2002:  // CR_CONNECTION_ERROR
     case 2003:  // CR_CONN_HOST_ERROR

@@ -250,6 +250,39 @@ TEST_F(galera, FlushAtTrxCommit2IsAcceptedOnANodeOfTheClusterAnd0IsRefused) {
   }
 }
 
+void set_provider_option(int node, const std::string& option) {
+  auto a = admin(node);
+  auto tx = a.begin();
+  tx.execute("SET GLOBAL wsrep_provider_options = '" + option + "'");
+  tx.commit();
+}
+
+// pc.ignore_sb / pc.ignore_quorum let both halves of a partitioned cluster go on as "Primary" and
+// write: each half could grant the same name, with the same next token. Such a node is refused
+// (whatever its flush setting), naming the option.
+TEST_F(galera, ANodeThatIgnoresSplitBrainOrQuorumIsRefused) {
+  for (const std::string option : {"pc.ignore_sb", "pc.ignore_quorum"}) {
+    struct restore {
+      std::string option;
+      ~restore() {
+        try {
+          set_provider_option(2, option + "=false");
+        } catch (...) {
+        }
+      }
+    } restore_after{option};
+    set_provider_option(2, option + "=true");
+    try {
+      auto c = sqllock::connect(node_url(2));
+      ADD_FAILURE() << "a node with " << option << " = true was accepted";
+    } catch (const sqllock::database_error& e) {
+      EXPECT_NE(std::string(e.what()).find(option), std::string::npos) << e.what();
+    }
+  }
+  auto c = sqllock::connect(node_url(2));  // restored: accepted again
+  EXPECT_TRUE(c.try_acquire(sqllock_testing::unique_name("galera_sb")).has_value());
+}
+
 // Two contenders per node on one name, node 3 killed (kill -9) mid-run and brought back. Exclusion: a
 // holder is "inside" from its acquisition until it releases or is told the lease is lost (on_lost,
 // which comes no later than another client could take over); two are never inside at once. Token

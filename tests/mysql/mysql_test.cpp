@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/test_support.hpp"
+#include "mysql/mysql_connection.hpp"
 #include "sqllock/mysql.hpp"
 #include "sqllock/sqllock.hpp"
 
@@ -817,4 +818,26 @@ TEST(MysqlUrl, SslModeReachesTheDriver) {
           << mode;
     }
   }
+}
+
+// "Got error N during COMMIT" (1180): the commit may have happened (on Galera, the other nodes can
+// have applied the write set when this node drops out of the primary component). The outcome is
+// unknown, so it must be connection_lost: the engine then cleans up an acquire it cannot confirm
+// and re-sends a release, instead of leaving a committed lease nobody knows about held for a TTL.
+TEST(MysqlErrors, AnErrorDuringCommitIsAnUnknownOutcome) {
+  const sql::SQLException during_commit("Got error 6 \"No such device or address\" during COMMIT", "HY000", 1180);
+  EXPECT_THROW(sqllock::detail::mysql::map_error(during_commit, "lease_acquire", true), sqllock::connection_lost);
+  const sql::SQLException duplicate("Duplicate entry 'x' for key 'PRIMARY'", "23000", 1062);
+  EXPECT_THROW(sqllock::detail::mysql::map_error(duplicate, "lease_acquire", true), sqllock::database_error);
+}
+
+TEST(MysqlErrors, GaleraSplitBrainOptionsAreReadFromTheProviderOptions) {
+  using sqllock::detail::mysql::split_brain_option;
+  EXPECT_EQ(split_brain_option("evs.x = 1; pc.ignore_quorum = false; pc.ignore_sb = false; pc.npvo = false"), "");
+  EXPECT_EQ(split_brain_option("evs.x = 1; pc.ignore_quorum = false; pc.ignore_sb = true; pc.npvo = false"),
+            "pc.ignore_sb");
+  EXPECT_EQ(split_brain_option("pc.ignore_quorum = TRUE; pc.ignore_sb = false"), "pc.ignore_quorum");
+  EXPECT_EQ(split_brain_option("pc.ignore_sb = truer"), "");
+  EXPECT_EQ(split_brain_option("xpc.ignore_sb = true"), "");
+  EXPECT_EQ(split_brain_option(""), "");
 }

@@ -61,6 +61,10 @@ struct run_options {
   std::optional<std::string> holder;
   /// `--permits N`: NAME is a counting semaphore of N permits; take one of them.
   std::optional<int> permits;
+  /// `--shared` / `--exclusive`: take the read / write lock of NAME's reader-writer lease instead of
+  /// the plain lock NAME (which they never share a row with: mixing the two on one name is refused).
+  enum class rw_mode { none, shared, exclusive };
+  rw_mode rw = rw_mode::none;
   std::vector<std::string> command;
 };
 

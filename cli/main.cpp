@@ -241,6 +241,16 @@ int main_impl(int argc, char** argv) {
       "--permits", permits_value,
       "NAME is a counting semaphore of N permits (1..10000, fixed at the name's first use): take one of them; "
       "CMD gets SQLLOCK_PERMIT (the slot) and SQLLOCK_FENCE (the slot's token)");
+  bool shared_flag = false, exclusive_flag = false;
+  CLI::Option* shared_opt = run_cmd->add_flag(
+      "--shared", shared_flag, std::string("take the read lock of NAME's reader-writer lease: many --shared runs at once, none beside an "
+                  "--exclusive one; a waiting --exclusive run keeps new --shared runs out"));
+  CLI::Option* exclusive_opt = run_cmd->add_flag(
+      "--exclusive", exclusive_flag, std::string("take the write lock of NAME's reader-writer lease (alone: no --shared and no other --exclusive run). "
+      "Without --shared/--exclusive, run takes the plain lock NAME; the two are never mixed on one name "
+      "(refused, exit 64)"));
+  shared_opt->excludes(exclusive_opt);
+  exclusive_opt->excludes(shared_opt);
   // As in flock(1): every argument from CMD on is CMD's, even ones that look like our flags, so
   // `sqllock run --name job ls -la` runs `ls -la`; `--` before CMD still works.
   run_cmd->add_option("command", run.command, "CMD ARGS...: the command to run; every argument after CMD is CMD's")
@@ -371,6 +381,8 @@ int main_impl(int argc, char** argv) {
     }
     if (*holder_opt) run.holder = holder_text;
     if (*permits_opt) run.permits = permits_value;
+    if (*shared_opt) run.rw = run_options::rw_mode::shared;
+    if (*exclusive_opt) run.rw = run_options::rw_mode::exclusive;
     return run_run(common, run);
   }
   return exit_code::usage;  // unreachable: require_subcommand(1, 1)

@@ -273,6 +273,9 @@ class SQLLOCK_EXPORT client {
   lease_guard acquire_write_for(std::string_view name, std::chrono::milliseconds timeout,
                                 const lease_options& options = {}, std::stop_token stop = {});
   lease_guard acquire_write(std::string_view name, const lease_options& options = {}, std::stop_token stop = {});
+  /// A live holder of the reader-writer lease of `name` (its writer or a reader: the one whose lease
+  /// ends last), with lock_info::name set to `name`; std::nullopt when nobody holds it.
+  std::optional<lock_info> inspect_read_write(std::string_view name);
 
   /// The lock row of `name` if it is held (live or expired-but-not-released). When this client holds
   /// it, hold_count is this client's count of holds.

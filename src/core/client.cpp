@@ -199,6 +199,10 @@ lease_guard client::acquire_write(std::string_view name, const lease_options& op
   return lease_guard(live(engine_).acquire_write(name, options, std::nullopt, std::move(stop), true));
 }
 
+std::optional<lock_info> client::inspect_read_write(std::string_view name) {
+  return live(engine_).inspect_read_write(name);
+}
+
 std::optional<lock_info> client::inspect(std::string_view name) { return live(engine_).inspect(std::string(name)); }
 std::vector<lock_info> client::list_locks() { return live(engine_).list_locks(); }
 bool client::force_release(std::string_view name) { return live(engine_).force_release(std::string(name)); }

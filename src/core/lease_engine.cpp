@@ -774,6 +774,17 @@ std::optional<lock_info> lease_engine::inspect(const std::string& name) {
   return info;
 }
 
+std::optional<lock_info> lease_engine::inspect_read_write(std::string_view name) {
+  validate_lock_name(name);
+  auto [lo, hi] = rw_rows_range(name);
+  auto info = db_->live_in_range(lo, hi);
+  if (info) {
+    if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
+    info->name = std::string(name);
+  }
+  return info;
+}
+
 std::vector<lock_info> lease_engine::list_locks() {
   auto locks = db_->list_locks();
   for (auto& l : locks) {

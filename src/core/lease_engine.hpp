@@ -72,6 +72,8 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   void renew(lease_state& hold);
 
   std::optional<lock_info> inspect(const std::string& name);
+  /// The live writer or reader row of the reader-writer lease `name` that ends last, if any.
+  std::optional<lock_info> inspect_read_write(std::string_view name);
   std::vector<lock_info> list_locks();
   bool force_release(const std::string& name);
 

@@ -2,6 +2,7 @@
 #include "core/rw_name.hpp"
 
 #include <charconv>
+#include <cstdio>
 
 namespace sqllock::detail {
 
@@ -26,13 +27,24 @@ std::string padded(std::string s) {
 std::string rw_writer_row(std::string_view name) { return padded(base(name) + ".writer"); }
 
 std::string rw_reader_row(std::string_view name, std::string_view client_nonce, std::uint64_t scope) {
-  return padded(base(name) + ".reader." + std::string(client_nonce) + "." + std::to_string(scope));
+  // Fixed width, so that every reader row of one name has the same length (none is a prefix of
+  // another: the writer's drain can look on either side of its own reader row).
+  char digits[21];
+  std::snprintf(digits, sizeof digits, "%020llu", static_cast<unsigned long long>(scope));
+  return padded(base(name) + ".reader." + std::string(client_nonce) + "." + digits);
 }
 
 std::pair<std::string, std::string> rw_reader_range(std::string_view name) {
   std::string lo = base(name) + ".reader.";
   std::string hi = lo;
   hi.back() = '/';  // the byte after '.'
+  return {std::move(lo), std::move(hi)};
+}
+
+std::pair<std::string, std::string> rw_rows_range(std::string_view name) {
+  std::string lo = base(name) + ".";
+  std::string hi = lo;
+  hi.back() = '/';
   return {std::move(lo), std::move(hi)};
 }
 

@@ -17,12 +17,15 @@ namespace sqllock::detail {
 std::string rw_writer_row(std::string_view name);
 
 /// The reader row of `name` for one holder scope of one client (`client_nonce`: the client's random
-/// id; `scope`: the holder scope): "sqllock.rwlock.<bytes of L>.<L>.reader.<nonce>.<scope>", padded
-/// to 256 bytes. At most 256 + 60 bytes (the lock table takes 511).
+/// id, 32 hex digits; `scope`: the holder scope, 20 digits): "sqllock.rwlock.<bytes of L>.<L>.reader.
+/// <nonce>.<scope>", padded to 256 bytes. At most 255 + 80 bytes (the lock table takes 511).
 std::string rw_reader_row(std::string_view name, std::string_view client_nonce, std::uint64_t scope);
 
 /// The range [lo, hi) holding every reader row of `name` and nothing else (bytewise order).
 std::pair<std::string, std::string> rw_reader_range(std::string_view name);
+
+/// The range [lo, hi) holding the writer row and every reader row of `name`, and nothing else.
+std::pair<std::string, std::string> rw_rows_range(std::string_view name);
 
 /// Local wait-queue keys (never sent to the database): where readers wait for the writer to go, and
 /// where a writer waits for the readers to drain.

@@ -663,6 +663,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
         watch.emplace(watches_, wrow);
         events = watch->events;
         if (!ticket->wait_until_head(stop, deadline)) return give_up();
+        continue;  // head of this client's waiting readers (maybe after the one before left): look again
       }
       const bool known = writer && writer->time_left.count() > 0;
       const auto pause = next_poll_delay(backoff, known, writer ? writer->time_left : milliseconds(0), events,

@@ -282,8 +282,12 @@ TEST(ReadWrite, WriterThatGivesUpLeavesNothingHeld) {
       was_cancelled = true;
     }
   });
-  std::this_thread::sleep_for(300ms);
-  EXPECT_FALSE(other.try_acquire_read(name)) << "the waiting writer did not keep readers out";
+  const auto t0 = clock::now();
+  bool kept_out = false;
+  while (ms_since(t0) < 3000 && !(kept_out = !other.try_acquire_read(name).has_value())) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(kept_out) << "the waiting writer did not keep readers out";
   stop.request_stop();
   writer.join();
   EXPECT_TRUE(was_cancelled.load());

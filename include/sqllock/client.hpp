@@ -262,16 +262,28 @@ class SQLLOCK_EXPORT client {
   /// acquire; a waiting writer polls the readers with the client's back-off (woken at once by this
   /// client's own releases), a waiting reader watches the writer row like a lock.
   std::optional<lease_guard> try_acquire_read(std::string_view name, const lease_options& options = {});
+  /// Wait up to `timeout` for the read lock; std::nullopt when not acquired in time.
   std::optional<lease_guard> try_acquire_read_for(std::string_view name, std::chrono::milliseconds timeout,
                                                   const lease_options& options = {});
+  /// Throws acquire_timeout (naming the writer's holder) when not acquired in time, cancelled when
+  /// `stop` is requested.
   lease_guard acquire_read_for(std::string_view name, std::chrono::milliseconds timeout,
                                const lease_options& options = {}, std::stop_token stop = {});
+  /// Wait until the read lock is acquired; throws cancelled when `stop` is requested.
   lease_guard acquire_read(std::string_view name, const lease_options& options = {}, std::stop_token stop = {});
+  /// One attempt at the write lock: std::nullopt when a writer holds it or readers are inside (the
+  /// writer row taken for the attempt is released again). Throws upgrade_refused while this holder
+  /// has the read lock.
   std::optional<lease_guard> try_acquire_write(std::string_view name, const lease_options& options = {});
+  /// Wait up to `timeout` for the write lock; std::nullopt when not acquired in time (nothing is
+  /// left held).
   std::optional<lease_guard> try_acquire_write_for(std::string_view name, std::chrono::milliseconds timeout,
                                                    const lease_options& options = {});
+  /// Throws acquire_timeout (naming another writer, or the reader whose lease ends last) when not
+  /// acquired in time, cancelled when `stop` is requested; nothing is left held either way.
   lease_guard acquire_write_for(std::string_view name, std::chrono::milliseconds timeout,
                                 const lease_options& options = {}, std::stop_token stop = {});
+  /// Wait until the write lock is acquired; throws cancelled when `stop` is requested.
   lease_guard acquire_write(std::string_view name, const lease_options& options = {}, std::stop_token stop = {});
   /// A live holder of the reader-writer lease of `name` (its writer or a reader: the one whose lease
   /// ends last), with lock_info::name set to `name`; std::nullopt when nobody holds it.

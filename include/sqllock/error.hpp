@@ -103,6 +103,7 @@ class SQLLOCK_EXPORT not_holder : public error {
 /// the read lock first. (The reverse, taking the read lock while holding the write lock, is allowed.)
 class SQLLOCK_EXPORT upgrade_refused : public error {
  public:
+  /// @param message which lock, and that its read lock is held by the caller
   explicit upgrade_refused(const std::string& message) : error(message) {}
 };
 

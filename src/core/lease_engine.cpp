@@ -117,6 +117,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
   }
   if (timeout && timeout->count() < 0) throw invalid_argument("acquire: negative timeout");
   if (stop.stop_requested()) throw cancelled("acquire of " + what + " cancelled before it started");
+  // Log lines name a plain lock as before ("acquired 'job'"), a derived row by what it is.
+  const std::string logged = what.rfind("lock '", 0) == 0 ? what.substr(5) : what;
   const auto start = steady::now();
   const bool bounded = timeout.has_value() && timeout->count() > 0;
   const auto deadline = start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
@@ -207,7 +209,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     renewer_->schedule(renew_at, deadline_at);
     if (options_.log) {
       log_message(options_, log_level::debug,
-                  "acquired " + what + " (token " + std::to_string(last.token) + ") after " +
+                  "acquired " + logged + " (token " + std::to_string(last.token) + ") after " +
                       format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
     }
     if (events_->enabled()) {
@@ -236,7 +238,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
       if (!waits) throw;
       last_error = std::current_exception();
       last_error_at = steady::now();
-      log_message(options_, log_level::info, "acquire of " + what + " will be retried: " + e.what());
+      log_message(options_, log_level::info, "acquire of " + logged + " will be retried: " + e.what());
       return nullptr;
     }
   };
@@ -560,7 +562,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
         std::string msg = what + " not acquired within " + format_ms(timeout.value_or(milliseconds(0))) +
                           ": readers hold it";
         if (reader) msg += ", the last to end by " + reader->holder + ", " + format_ms(reader->time_left) + " left";
-        throw acquire_timeout(msg, name, reader ? reader->holder : "", reader ? reader->time_left : milliseconds(0));
+        throw acquire_timeout(msg, name, reader ? reader->holder : "", reader ? reader->time_left : milliseconds(0),
+                              std::string(db_->kind()));
       }
       if (!ticket) {
         ticket.emplace(queues_, rw_drain_key(name));
@@ -614,7 +617,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
     if (!throw_on_timeout) return nullptr;
     std::string msg = what + " not acquired within " + format_ms(timeout.value_or(milliseconds(0)));
     if (writer) msg += ": the write lock is held by " + writer->holder + ", " + format_ms(writer->time_left) + " left";
-    throw acquire_timeout(msg, name, writer ? writer->holder : "", writer ? writer->time_left : milliseconds(0));
+    throw acquire_timeout(msg, name, writer ? writer->holder : "", writer ? writer->time_left : milliseconds(0),
+                          std::string(db_->kind()));
   };
   try {
     for (bool first = true;; first = false) {

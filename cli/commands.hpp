@@ -63,6 +63,10 @@ struct run_options {
   std::optional<int> permits;
   /// --fair: wait in the name's fair queue (lease_options::fair).
   bool fair = false;
+  /// `--shared` / `--exclusive`: take the read / write lock of NAME's reader-writer lease instead of
+  /// the plain lock NAME (which they never share a row with: mixing the two on one name is refused).
+  enum class rw_mode { none, shared, exclusive };
+  rw_mode rw = rw_mode::none;
   std::vector<std::string> command;
 };
 

@@ -244,6 +244,16 @@ int main_impl(int argc, char** argv) {
   run_cmd->add_flag("--fair", run.fair,
                     "wait in NAME's fair queue: the lock goes to waiters in the order they asked, across "
                     "processes, and a fair holder's release hands it straight to the next one");
+  bool shared_flag = false, exclusive_flag = false;
+  CLI::Option* shared_opt = run_cmd->add_flag(
+      "--shared", shared_flag, std::string("take the read lock of NAME's reader-writer lease: many --shared runs at once, none beside an "
+                  "--exclusive one; a waiting --exclusive run keeps new --shared runs out"));
+  CLI::Option* exclusive_opt = run_cmd->add_flag(
+      "--exclusive", exclusive_flag, std::string("take the write lock of NAME's reader-writer lease (alone: no --shared and no other --exclusive run). "
+      "Without --shared/--exclusive, run takes the plain lock NAME; the two are never mixed on one name "
+      "(refused, exit 64)"));
+  shared_opt->excludes(exclusive_opt);
+  exclusive_opt->excludes(shared_opt);
   // As in flock(1): every argument from CMD on is CMD's, even ones that look like our flags, so
   // `sqllock run --name job ls -la` runs `ls -la`; `--` before CMD still works.
   run_cmd->add_option("command", run.command, "CMD ARGS...: the command to run; every argument after CMD is CMD's")
@@ -374,6 +384,8 @@ int main_impl(int argc, char** argv) {
     }
     if (*holder_opt) run.holder = holder_text;
     if (*permits_opt) run.permits = permits_value;
+    if (*shared_opt) run.rw = run_options::rw_mode::shared;
+    if (*exclusive_opt) run.rw = run_options::rw_mode::exclusive;
     return run_run(common, run);
   }
   return exit_code::usage;  // unreachable: require_subcommand(1, 1)

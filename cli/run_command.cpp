@@ -322,6 +322,12 @@ int run_run(const common_options& common, const run_options& run_flags) {
     if (options.fair && (options.permits || options.names.size() != 1)) {
       throw sqllock::invalid_argument("--fair takes one --name (a lock), not a multi-lock or --permits");
     }
+    if (options.fair && options.rw != run_options::rw_mode::none) {
+      throw sqllock::invalid_argument("--fair is for a plain lock, not with --shared/--exclusive");
+    }
+    if (options.rw != run_options::rw_mode::none && (options.permits || options.names.size() != 1)) {
+      throw sqllock::invalid_argument("--shared/--exclusive take one --name and no --permits");
+    }
     sqllock::validate_ttl(options.ttl);
     if (options.holder) {
       try {
@@ -414,6 +420,10 @@ int run_run(const common_options& common, const run_options& run_flags) {
         if (options.permits) {
           guard.emplace(client.acquire_permit_for(options.names[0], *options.permits, options.wait, lease,
                                                   cancel.get_token()));
+        } else if (options.rw == run_options::rw_mode::shared) {
+          guard.emplace(client.acquire_read_for(options.names[0], options.wait, lease, cancel.get_token()));
+        } else if (options.rw == run_options::rw_mode::exclusive) {
+          guard.emplace(client.acquire_write_for(options.names[0], options.wait, lease, cancel.get_token()));
         } else {
           guard.emplace(sqllock::acquire_all(client, options.names, options.wait, lease, cancel.get_token()));
         }
@@ -422,14 +432,16 @@ int run_run(const common_options& common, const run_options& run_flags) {
         // A multi-lock's timeout names the lock that was busy.
         const std::string what = options.permits ? "all " + std::to_string(*options.permits) + " permits of semaphore '" +
                                                        printable(options.names[0]) + "'"
-                                                 : "lock '" + printable(e.lock_name()) + "'";
+                                 : options.rw == run_options::rw_mode::shared    ? "read lock of '" + printable(e.lock_name()) + "'"
+                                 : options.rw == run_options::rw_mode::exclusive ? "write lock of '" + printable(e.lock_name()) + "'"
+                                                                                  : "lock '" + printable(e.lock_name()) + "'";
         const std::string held = options.permits
                                      ? "the soonest to end held by " + who + " for another " + human_duration(e.time_left())
                                      : "held by " + who + " for another " + human_duration(e.time_left());
         print_error(options.wait.count() == 0
                         ? what + (options.permits ? " are busy: " : " is busy: ") + held + " (--wait 0s)"
                         : (options.permits ? "no permit of semaphore '" + printable(options.names[0]) + "'"
-                                           : "lock '" + printable(e.lock_name()) + "' not") +
+                                           : what + " not") +
                               " acquired within " + human_duration(options.wait) + ": " + held);
         return exit_code::not_acquired;
       } catch (const sqllock::cancelled&) {
@@ -447,6 +459,42 @@ int run_run(const common_options& common, const run_options& run_flags) {
       }
       print_error("interrupted (" + std::string(::strsignal(signo)) + ") before starting the command");
       return 128 + signo;
+    }
+    // A plain lock and a reader-writer lease of one name are different rows and do not exclude
+    // each other: a run in one mode refuses to start beside a live holder in the other. Each side
+    // has stored its own row before it looks at the other's (as reader and writer do), so two runs
+    // of different modes are never both running CMD (both may refuse).
+    try {
+      std::optional<sqllock::lock_info> other;
+      std::string other_mode;
+      for (const auto& n : options.names) {
+        if (options.rw == run_options::rw_mode::none && !options.permits) {
+          other = client.inspect_read_write(n);
+          other_mode = "as a reader-writer lease (sqllock run --shared/--exclusive)";
+        } else if (options.rw != run_options::rw_mode::none) {
+          other = client.inspect(n);
+          if (other && other->time_left.count() <= 0) other.reset();
+          other_mode = "as a plain lock (sqllock run without --shared/--exclusive)";
+        }
+        if (other) break;
+      }
+      if (other) {
+        try {
+          guard->release();
+        } catch (const sqllock::error&) {
+        }
+        print_error("'" + printable(other->name) + "' is held " + other_mode + " by '" + printable(other->holder) +
+                    "': a plain lock and a reader-writer lease of one name do not exclude each other, so this run "
+                    "refuses to start; use one mode per name");
+        return exit_code::usage;
+      }
+    } catch (const sqllock::error& e) {
+      try {
+        guard->release();
+      } catch (const sqllock::error&) {
+      }
+      print_error(std::string("could not check the name's other mode: ") + e.what());
+      return exit_code::not_acquired;
     }
     if (lost.load() || guard->lost()) {
       // Lost between the acquisition and now (acquire_all already refuses a set with a lease lost

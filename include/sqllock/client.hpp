@@ -154,7 +154,8 @@ class SQLLOCK_EXPORT lease_guard {
   lease_guard& operator=(const lease_guard&) = delete;
   ~lease_guard();
 
-  /// The lock's name; for a semaphore permit, the semaphore's name (see permit()).
+  /// The lock's name; for a semaphore permit, the semaphore's name (see permit()); for a read or
+  /// write lock of a reader-writer lease, the lease's name.
   const std::string& name() const;
   /// For a semaphore permit (client::acquire_permit), its slot: 0 to permits - 1; -1 for a lock.
   /// fencing_token() then grows strictly per (semaphore, slot): a resource that keeps the highest
@@ -261,6 +262,56 @@ class SQLLOCK_EXPORT client {
   /// Wait until a permit is acquired; throws cancelled when `stop` is requested.
   lease_guard acquire_permit(std::string_view name, int permits, const lease_options& options = {},
                              std::stop_token stop = {});
+
+  /// Reader-writer leases (Curator InterProcessReadWriteLock): many readers or one writer of `name`,
+  /// with writer preference. Each read hold and each write hold is a lease of its own, exactly like a
+  /// lock's (expiry on the database clock, the watchdog, lost(), on_lost, release()) with its own
+  /// fencing token; on_lost receives the lock-row name. The writer's token grows strictly over the
+  /// writers of `name`. The writer and the readers are lock rows under names longer than 255 bytes,
+  /// so the read/write lock of `name` and the plain lock `name` are distinct (do not mix them on
+  /// one resource; `sqllock run` refuses to).
+  ///
+  /// - Writer: first takes the writer row (this is also its intent: from then on new readers wait,
+  ///   so a stream of readers cannot starve it), then waits until every reader that came before
+  ///   has released (or its lease expired). Timing out or cancelled while they drain, it frees the
+  ///   writer row: nothing stays held.
+  /// - Reader: takes its own reader row, then checks the writer row; a live writer (not this
+  ///   holder's own) makes it step aside and wait until the writer is gone.
+  /// - Holders are scoped like locks (client_options::scope). A holder of the write lock re-enters
+  ///   it (hold_count() grows), and may take the read lock (a downgrade: then release the write lock
+  ///   and keep reading). A holder of the read lock re-enters it without waiting, even behind a
+  ///   waiting writer (it would otherwise deadlock with it), and asking for the write lock throws
+  ///   upgrade_refused at once, changing nothing.
+  /// Timeouts, stop tokens and results are as for try_acquire / try_acquire_for / acquire_for /
+  /// acquire; a waiting writer polls the readers with the client's back-off (woken at once by this
+  /// client's own releases), a waiting reader watches the writer row like a lock.
+  std::optional<lease_guard> try_acquire_read(std::string_view name, const lease_options& options = {});
+  /// Wait up to `timeout` for the read lock; std::nullopt when not acquired in time.
+  std::optional<lease_guard> try_acquire_read_for(std::string_view name, std::chrono::milliseconds timeout,
+                                                  const lease_options& options = {});
+  /// Throws acquire_timeout (naming the writer's holder) when not acquired in time, cancelled when
+  /// `stop` is requested.
+  lease_guard acquire_read_for(std::string_view name, std::chrono::milliseconds timeout,
+                               const lease_options& options = {}, std::stop_token stop = {});
+  /// Wait until the read lock is acquired; throws cancelled when `stop` is requested.
+  lease_guard acquire_read(std::string_view name, const lease_options& options = {}, std::stop_token stop = {});
+  /// One attempt at the write lock: std::nullopt when a writer holds it or readers are inside (the
+  /// writer row taken for the attempt is released again). Throws upgrade_refused while this holder
+  /// has the read lock.
+  std::optional<lease_guard> try_acquire_write(std::string_view name, const lease_options& options = {});
+  /// Wait up to `timeout` for the write lock; std::nullopt when not acquired in time (nothing is
+  /// left held).
+  std::optional<lease_guard> try_acquire_write_for(std::string_view name, std::chrono::milliseconds timeout,
+                                                   const lease_options& options = {});
+  /// Throws acquire_timeout (naming another writer, or the reader whose lease ends last) when not
+  /// acquired in time, cancelled when `stop` is requested; nothing is left held either way.
+  lease_guard acquire_write_for(std::string_view name, std::chrono::milliseconds timeout,
+                                const lease_options& options = {}, std::stop_token stop = {});
+  /// Wait until the write lock is acquired; throws cancelled when `stop` is requested.
+  lease_guard acquire_write(std::string_view name, const lease_options& options = {}, std::stop_token stop = {});
+  /// A live holder of the reader-writer lease of `name` (its writer or a reader: the one whose lease
+  /// ends last), with lock_info::name set to `name`; std::nullopt when nobody holds it.
+  std::optional<lock_info> inspect_read_write(std::string_view name);
 
   /// The lock row of `name` if it is held (live or expired-but-not-released). When this client holds
   /// it, hold_count is this client's count of holds.

@@ -98,6 +98,15 @@ class SQLLOCK_EXPORT not_holder : public error {
   using error::error;
 };
 
+/// A holder of the read lock of a reader-writer lease asked for its write lock (an upgrade). It
+/// would wait for its own read lock forever, so it is refused at once and nothing changes; release
+/// the read lock first. (The reverse, taking the read lock while holding the write lock, is allowed.)
+class SQLLOCK_EXPORT upgrade_refused : public error {
+ public:
+  /// @param message which lock, and that its read lock is held by the caller
+  explicit upgrade_refused(const std::string& message) : error(message) {}
+};
+
 /// A row lock could not be taken (NOWAIT, or the wait bound passed): PostgreSQL 55P03, MySQL 1205/3572.
 class SQLLOCK_EXPORT lock_not_available : public error {
  public:

@@ -185,6 +185,10 @@ class backend {
   virtual std::optional<lock_info> inspect(const std::string& name) = 0;
   /// Every lock with a live lease, ordered by name.
   virtual std::vector<lock_info> list_locks() = 0;
+  /// The live lease whose name is in [lo, hi) (bytewise) that ends last, if any: one statement on
+  /// the caller lane, in a fresh snapshot (it sees every acquisition committed before it started).
+  /// The readers of a reader-writer lease are such a range (see rw_name.hpp).
+  virtual std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) = 0;
   /// The number of permits stored for semaphore `name` (schema version 3): stores `permits` when the
   /// name has none yet (first use), and returns what is stored either way (two short statements).
   virtual int semaphore_permits(const std::string& name, int permits) = 0;

@@ -46,7 +46,8 @@ const detail::lease_state& checked(const std::shared_ptr<detail::lease_state>& s
 
 const std::string& lease_guard::name() const {
   const auto& s = checked(state_);
-  return s.permit >= 0 ? s.semaphore : s.acq->ref.name;
+  if (s.permit >= 0) return s.semaphore;
+  return s.rw_side != 0 ? s.rw_name : s.acq->ref.name;
 }
 int lease_guard::permit() const { return checked(state_).permit; }
 const std::string& lease_guard::holder_id() const { return checked(state_).acq->holder; }
@@ -148,6 +149,58 @@ lease_guard client::acquire_permit_for(std::string_view name, int permits, milli
 lease_guard client::acquire_permit(std::string_view name, int permits, const lease_options& options,
                                    std::stop_token stop) {
   return lease_guard(live(engine_).acquire_permit(name, permits, options, std::nullopt, std::move(stop), true));
+}
+
+std::optional<lease_guard> client::try_acquire_read(std::string_view name, const lease_options& options) {
+  auto s = live(engine_).acquire_read(name, options, milliseconds(0), {}, false);
+  if (!s) return std::nullopt;
+  return lease_guard(std::move(s));
+}
+
+std::optional<lease_guard> client::try_acquire_read_for(std::string_view name, milliseconds timeout,
+                                                  const lease_options& options) {
+  if (timeout.count() < 0) throw invalid_argument("try_acquire_read_for: negative timeout");
+  auto s = live(engine_).acquire_read(name, options, timeout, {}, false);
+  if (!s) return std::nullopt;
+  return lease_guard(std::move(s));
+}
+
+lease_guard client::acquire_read_for(std::string_view name, milliseconds timeout, const lease_options& options,
+                               std::stop_token stop) {
+  if (timeout.count() < 0) throw invalid_argument("acquire_read_for: negative timeout");
+  return lease_guard(live(engine_).acquire_read(name, options, timeout, std::move(stop), true));
+}
+
+lease_guard client::acquire_read(std::string_view name, const lease_options& options, std::stop_token stop) {
+  return lease_guard(live(engine_).acquire_read(name, options, std::nullopt, std::move(stop), true));
+}
+
+std::optional<lease_guard> client::try_acquire_write(std::string_view name, const lease_options& options) {
+  auto s = live(engine_).acquire_write(name, options, milliseconds(0), {}, false);
+  if (!s) return std::nullopt;
+  return lease_guard(std::move(s));
+}
+
+std::optional<lease_guard> client::try_acquire_write_for(std::string_view name, milliseconds timeout,
+                                                  const lease_options& options) {
+  if (timeout.count() < 0) throw invalid_argument("try_acquire_write_for: negative timeout");
+  auto s = live(engine_).acquire_write(name, options, timeout, {}, false);
+  if (!s) return std::nullopt;
+  return lease_guard(std::move(s));
+}
+
+lease_guard client::acquire_write_for(std::string_view name, milliseconds timeout, const lease_options& options,
+                               std::stop_token stop) {
+  if (timeout.count() < 0) throw invalid_argument("acquire_write_for: negative timeout");
+  return lease_guard(live(engine_).acquire_write(name, options, timeout, std::move(stop), true));
+}
+
+lease_guard client::acquire_write(std::string_view name, const lease_options& options, std::stop_token stop) {
+  return lease_guard(live(engine_).acquire_write(name, options, std::nullopt, std::move(stop), true));
+}
+
+std::optional<lock_info> client::inspect_read_write(std::string_view name) {
+  return live(engine_).inspect_read_write(name);
 }
 
 std::optional<lock_info> client::inspect(std::string_view name) { return live(engine_).inspect(std::string(name)); }

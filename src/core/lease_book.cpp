@@ -118,6 +118,14 @@ std::optional<milliseconds> lease_book::held_elsewhere_here(const std::string& n
   return std::chrono::duration_cast<milliseconds>(until - now);
 }
 
+bool lease_book::holds_live_in_scope(const std::string& name, std::uint64_t scope, steady::time_point now) const {
+  std::lock_guard lk(mu_);
+  auto it = by_scope_.find({name, scope});
+  if (it == by_scope_.end()) return false;
+  const auto& a = *it->second;
+  return !a.released && !a.lost.load() && now < a.valid_until_time() - loss_margin(a.last_ttl);
+}
+
 bool lease_book::holds_name(const std::string& name) const {
   std::lock_guard lk(mu_);
   auto it = by_name_.find(name);

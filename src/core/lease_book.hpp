@@ -71,6 +71,9 @@ struct lease_state {
   /// A semaphore permit: the semaphore's name and the permit's slot (0-based); -1 for a lock.
   std::string semaphore;
   int permit = -1;
+  /// A reader-writer lease's hold: the lock's name and its side ('r' read, 'w' write); 0 otherwise.
+  std::string rw_name;
+  char rw_side = 0;
   std::atomic<bool> finished{false};
 };
 
@@ -108,6 +111,10 @@ class lease_book {
   /// This client (any scope) has an acquisition of `name` that is neither released nor lost: a
   /// semaphore's acquire skips that permit instead of re-entering it.
   bool holds_name(const std::string& name) const;
+
+  /// Scope `scope` of this client has a live acquisition of `name` (as reenter() would find it:
+  /// not lost, not about to be reported lost at `now`).
+  bool holds_live_in_scope(const std::string& name, std::uint64_t scope, steady::time_point now) const;
 
   /// Record a new acquisition (the acquire statement started at `started`) and its first hold.
   std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,

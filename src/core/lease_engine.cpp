@@ -2,6 +2,7 @@
 #include "core/lease_engine.hpp"
 
 #include "core/permit_name.hpp"
+#include "core/rw_name.hpp"
 
 #include <unistd.h>
 
@@ -116,13 +117,22 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
                                                    std::optional<milliseconds> timeout, std::stop_token stop,
                                                    bool throw_on_timeout) {
   validate_lock_name(name_view);
+  const std::string name(name_view);
+  return acquire_row(name, name, "lock '" + name + "'", options, timeout, std::move(stop), throw_on_timeout);
+}
+
+std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, const std::string& display,
+                                                       const std::string& what, const lease_options& options,
+                                                       std::optional<milliseconds> timeout, std::stop_token stop,
+                                                       bool throw_on_timeout) {
   validate_ttl(options.ttl);
   if (options.max_hold.count() < 0 || options.min_hold.count() < 0) {
     throw invalid_argument("lease_options: max_hold and min_hold must not be negative");
   }
   if (timeout && timeout->count() < 0) throw invalid_argument("acquire: negative timeout");
-  const std::string name(name_view);
-  if (stop.stop_requested()) throw cancelled("acquire of lock '" + name + "' cancelled before it started");
+  if (stop.stop_requested()) throw cancelled("acquire of " + what + " cancelled before it started");
+  // Log lines name a plain lock as before ("acquired 'job'"), a derived row by what it is.
+  const std::string logged = what.rfind("lock '", 0) == 0 ? what.substr(5) : what;
   const auto start = steady::now();
   const bool bounded = timeout.has_value() && timeout->count() > 0;
   const auto deadline = start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
@@ -215,7 +225,7 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
     renewer_->schedule(renew_at, deadline_at);
     if (options_.log) {
       log_message(options_, log_level::debug,
-                  "acquired '" + name + "' (token " + std::to_string(last.token) + ") after " +
+                  "acquired " + logged + " (token " + std::to_string(last.token) + ") after " +
                       format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
     }
     if (events_->enabled()) {
@@ -229,11 +239,11 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
     // slow server) is "not acquired in time"; a connection lost before it is an error.
     if (last_error && last_error_at < deadline) std::rethrow_exception(last_error);
     if (!throw_on_timeout) return nullptr;
-    std::string msg = "lock '" + name + "' not acquired within " + format_ms(timeout.value_or(milliseconds(0)));
+    std::string msg = what + " not acquired within " + format_ms(timeout.value_or(milliseconds(0)));
     if (!last.holder.empty()) {
       msg += ": held by " + last.holder + ", " + format_ms(last.time_left) + " left on its lease";
     }
-    throw acquire_timeout(msg, name, last.holder, last.time_left, std::string(db_->kind()));
+    throw acquire_timeout(msg, display, last.holder, last.time_left, std::string(db_->kind()));
   };
   // One try; a waiting acquire rides out a lost connection (the backend reconnects) until its
   // deadline, a single try reports it.
@@ -244,7 +254,7 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
       if (!waits) throw;
       last_error = std::current_exception();
       last_error_at = steady::now();
-      log_message(options_, log_level::info, std::string("acquire of '") + name + "' will be retried: " + e.what());
+      log_message(options_, log_level::info, "acquire of " + logged + " will be retried: " + e.what());
       return nullptr;
     }
   };
@@ -640,6 +650,232 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
         break;
       }
     }
+std::uint64_t lease_engine::current_scope() const {
+  return options_.scope == holder_scope::per_thread ? thread_number() : 0;
+}
+
+void lease_engine::release_quietly(lease_state& hold) noexcept {
+  try {
+    release(hold);
+  } catch (const std::exception& e) {
+    log_message(options_, log_level::info, std::string("release of an abandoned acquisition: ") + e.what());
+  } catch (...) {
+  }
+}
+
+namespace {
+/// Watching a name for wake-ups while it lives.
+struct watch_hold {
+  watch_registry& registry;
+  std::string name;
+  bool events;
+  watch_hold(watch_registry& r, std::string n) : registry(r), name(std::move(n)), events(registry.add(name)) {}
+  ~watch_hold() { registry.remove(name); }
+  watch_hold(const watch_hold&) = delete;
+  watch_hold& operator=(const watch_hold&) = delete;
+};
+
+/// The part of a bounded wait still left (nullopt: unbounded), never negative.
+std::optional<milliseconds> remaining(std::optional<milliseconds> timeout, steady::time_point deadline) {
+  if (!timeout) return std::nullopt;
+  if (timeout->count() == 0) return milliseconds(0);
+  const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
+  return std::max(left, milliseconds(1));
+}
+}  // namespace
+
+std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_view, const lease_options& options,
+                                                         std::optional<milliseconds> timeout, std::stop_token stop,
+                                                         bool throw_on_timeout) {
+  validate_lock_name(name_view);
+  if (options.fair) throw invalid_argument("lease_options::fair is for plain locks, not read-write leases");
+  validate_ttl(options.ttl);
+  if (timeout && timeout->count() < 0) throw invalid_argument("acquire_write: negative timeout");
+  const std::string name(name_view);
+  const std::string what = "the write lock of '" + name + "'";
+  if (stop.stop_requested()) throw cancelled("acquire of " + what + " cancelled before it started");
+  const auto start = steady::now();
+  const auto deadline = start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
+  const bool waits = !timeout || timeout->count() > 0;
+  const std::uint64_t scope = current_scope();
+  const std::string wrow = rw_writer_row(name);
+  const std::string own_reader = rw_reader_row(name, nonce_, scope);
+
+  // An upgrade would wait for this scope's own read lock forever: refused before anything changes.
+  if (!book_.holds_live_in_scope(wrow, scope, start) && book_.holds_live_in_scope(own_reader, scope, start)) {
+    throw upgrade_refused("the read lock of '" + name + "' is held by this " +
+                          (options_.scope == holder_scope::per_thread ? "thread" : "client") +
+                          ": release it before asking for the write lock (an upgrade would deadlock)");
+  }
+
+  std::shared_ptr<lease_state> w;
+  try {
+    w = acquire_row(wrow, name, what, options, timeout, stop, throw_on_timeout);
+  } catch (const cancelled&) {
+    throw cancelled("acquire of " + what + " cancelled");
+  }
+  if (!w) return nullptr;
+  w->rw_name = name;
+  w->rw_side = 'w';
+  if (w->hold_count > 1) return w;  // re-entered: the readers were drained when it was first taken
+
+  // The writer row is ours (and keeps new readers away); wait for the readers that came before.
+  auto [lo, hi] = rw_reader_range(name);
+  std::optional<lock_info> reader;
+  std::exception_ptr last_error;
+  std::optional<wait_queues::ticket> ticket;
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  backoff_state backoff;
+  try {
+    for (;;) {
+      const auto events_before = ticket ? ticket->events() : 0;
+      try {
+        // This scope's own read lock (taken after this write lock by another thread of a per_client
+        // scope: a downgrade) is no reader to wait for: look on either side of it.
+        if (book_.holds_live_in_scope(own_reader, scope, steady::now())) {
+          std::string after = own_reader;
+          ++after.back();  // reader rows of one name all have the same length: none lies between
+          reader = db_->live_in_range(lo, own_reader);
+          if (!reader) reader = db_->live_in_range(after, hi);
+        } else {
+          reader = db_->live_in_range(lo, hi);
+        }
+        last_error = nullptr;
+        if (!reader) return w;
+      } catch (const connection_lost&) {
+        if (!waits) throw;
+        last_error = std::current_exception();
+      }
+      if (w->acq->lost.load()) {
+        throw lease_lost("the write lock of '" + name + "' was lost while its readers drained",
+                         std::string(db_->kind()), "", "lease_live_in_range");
+      }
+      if (steady::now() >= deadline) {
+        if (last_error) std::rethrow_exception(last_error);
+        if (!throw_on_timeout) {
+          release_quietly(*w);
+          return nullptr;
+        }
+        std::string msg = what + " not acquired within " + format_ms(timeout.value_or(milliseconds(0))) +
+                          ": readers hold it";
+        if (reader) msg += ", the last to end by " + reader->holder + ", " + format_ms(reader->time_left) + " left";
+        throw acquire_timeout(msg, name, reader ? reader->holder : "", reader ? reader->time_left : milliseconds(0),
+                              std::string(db_->kind()));
+      }
+      if (!ticket) {
+        ticket.emplace(queues_, rw_drain_key(name));
+        if (!ticket->wait_until_head(stop, deadline)) continue;  // the deadline: give up above
+      }
+      const bool known = reader && reader->time_left.count() > 0;
+      const auto pause = next_poll_delay(backoff, known, reader ? reader->time_left : milliseconds(0), false,
+                                         options_.poll_min, options_.poll_max, uniform(rng));
+      ticket->sleep(stop, std::min(deadline, steady::now() + pause), events_before);
+      if (ticket->events() != events_before) backoff.polls = 0;
+    }
+  } catch (const cancelled&) {
+    release_quietly(*w);
+    throw cancelled("acquire of " + what + " cancelled while its readers drained");
+  } catch (...) {
+    release_quietly(*w);
+    throw;
+  }
+}
+
+std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_view, const lease_options& options,
+                                                        std::optional<milliseconds> timeout, std::stop_token stop,
+                                                        bool throw_on_timeout) {
+  validate_lock_name(name_view);
+  if (options.fair) throw invalid_argument("lease_options::fair is for plain locks, not read-write leases");
+  validate_ttl(options.ttl);
+  if (timeout && timeout->count() < 0) throw invalid_argument("acquire_read: negative timeout");
+  const std::string name(name_view);
+  const std::string what = "the read lock of '" + name + "'";
+  if (stop.stop_requested()) throw cancelled("acquire of " + what + " cancelled before it started");
+  const auto start = steady::now();
+  const auto deadline = start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
+  const bool waits = !timeout || timeout->count() > 0;
+  const std::uint64_t scope = current_scope();
+  const std::string wrow = rw_writer_row(name);
+  const std::string rrow = rw_reader_row(name, nonce_, scope);
+
+  std::optional<lock_info> writer;  // the live writer seen last
+  std::optional<wait_queues::ticket> ticket;
+  std::optional<watch_hold> watch;
+  std::exception_ptr last_error;
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  backoff_state backoff;
+  bool events = false;
+  auto live_writer = [&]() -> bool {
+    writer = db_->inspect(wrow);
+    return writer && writer->time_left.count() > 0;
+  };
+  auto give_up = [&]() -> std::shared_ptr<lease_state> {
+    if (last_error) std::rethrow_exception(last_error);
+    if (!throw_on_timeout) return nullptr;
+    std::string msg = what + " not acquired within " + format_ms(timeout.value_or(milliseconds(0)));
+    if (writer) msg += ": the write lock is held by " + writer->holder + ", " + format_ms(writer->time_left) + " left";
+    throw acquire_timeout(msg, name, writer ? writer->holder : "", writer ? writer->time_left : milliseconds(0),
+                          std::string(db_->kind()));
+  };
+  try {
+    for (bool first = true;; first = false) {
+      const auto events_before = ticket ? ticket->events() : 0;
+      const auto now = steady::now();
+      const bool downgrade = book_.holds_live_in_scope(wrow, scope, now);
+      const bool reentry = book_.holds_live_in_scope(rrow, scope, now);
+      // After a wait, look at the writer before taking a row (no row churn while it holds on).
+      bool take = first || downgrade || reentry;
+      if (!take) {
+        try {
+          take = !live_writer();
+          last_error = nullptr;
+        } catch (const connection_lost&) {
+          last_error = std::current_exception();  // waiting: ride it out until the deadline
+        }
+      }
+      if (take) {
+        auto h = acquire_row(rrow, name, what, options, remaining(timeout, deadline), stop, throw_on_timeout);
+        if (!h) return nullptr;
+        h->rw_name = name;
+        h->rw_side = 'r';
+        // Re-entered (checked when first taken; never waits behind a writer: that would deadlock),
+        // or a downgrade (the writer row is this scope's own live lease: nobody else can hold it).
+        if (h->hold_count > 1 || book_.holds_live_in_scope(wrow, scope, steady::now())) return h;
+        // Store, then check: the reader row is committed; a writer that took its row before this
+        // read is seen here, one that takes it after sees the reader row when it drains.
+        bool blocked = true;
+        try {
+          blocked = live_writer();
+          last_error = nullptr;
+        } catch (const connection_lost&) {
+          release_quietly(*h);
+          if (!waits) throw;
+          last_error = std::current_exception();
+        } catch (...) {
+          release_quietly(*h);
+          throw;
+        }
+        if (!blocked) return h;
+        if (!last_error) release_quietly(*h);  // writer preference: step aside until the writer is gone
+      }
+      if (!waits || steady::now() >= deadline) return give_up();
+      if (!ticket) {
+        ticket.emplace(queues_, rw_reader_wait_key(name));
+        watch.emplace(watches_, wrow);
+        events = watch->events;
+        if (!ticket->wait_until_head(stop, deadline)) return give_up();
+        continue;  // head of this client's waiting readers (maybe after the one before left): look again
+      }
+      const bool known = writer && writer->time_left.count() > 0;
+      const auto pause = next_poll_delay(backoff, known, writer ? writer->time_left : milliseconds(0), events,
+                                         options_.poll_min, options_.poll_max, uniform(rng));
+      ticket->sleep(stop, std::min(deadline, steady::now() + pause), events_before);
+      if (ticket->events() != events_before) backoff.polls = 0;
+    }
+  } catch (const cancelled&) {
+    throw cancelled("acquire of " + what + " cancelled");
   }
 }
 
@@ -739,6 +975,17 @@ std::optional<lock_info> lease_engine::inspect(const std::string& name) {
   auto info = db_->inspect(name);
   if (info) {
     if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
+  }
+  return info;
+}
+
+std::optional<lock_info> lease_engine::inspect_read_write(std::string_view name) {
+  validate_lock_name(name);
+  auto [lo, hi] = rw_rows_range(name);
+  auto info = db_->live_in_range(lo, hi);
+  if (info) {
+    if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
+    info->name = std::string(name);
   }
   return info;
 }

@@ -50,6 +50,21 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   std::shared_ptr<lease_state> acquire_permit(std::string_view name, int permits, const lease_options& options,
                                               std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
                                               bool throw_on_timeout);
+  /// Reader-writer leases (see rw_name.hpp for the rows). The writer takes the writer row (an
+  /// ordinary lease: also its intent, so new readers stay away), then waits until no live reader row
+  /// of the name is left; on timeout or cancel while draining it releases the writer row. A reader
+  /// takes its scope's reader row, then reads the writer row: live and not this scope's (a
+  /// downgrade) means it releases its row and waits for the writer to go. Each step commits before
+  /// the next read (store, then check, on both sides), so a reader and a writer never both pass.
+  /// Re-entry per scope: a scope holding the write lock re-enters it (and may take the read lock);
+  /// a scope holding the read lock re-enters it without waiting (even behind a waiting writer), and
+  /// asking for the write lock throws upgrade_refused at once.
+  std::shared_ptr<lease_state> acquire_write(std::string_view name, const lease_options& options,
+                                             std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
+                                             bool throw_on_timeout);
+  std::shared_ptr<lease_state> acquire_read(std::string_view name, const lease_options& options,
+                                            std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
+                                            bool throw_on_timeout);
   /// Drop a hold; the last hold of an acquisition releases it in the database. A no-op when the
   /// hold is already finished. Throws lease_lost when the owner check fails.
   void release(lease_state& hold);
@@ -57,6 +72,8 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   void renew(lease_state& hold);
 
   std::optional<lock_info> inspect(const std::string& name);
+  /// The live writer or reader row of the reader-writer lease `name` that ends last, if any.
+  std::optional<lock_info> inspect_read_write(std::string_view name);
   std::vector<lock_info> list_locks();
   bool force_release(const std::string& name);
 
@@ -76,6 +93,16 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
                                             steady::time_point deadline, std::uint64_t scope);
   /// Wake this client's fair waiters of `name` (a release here or elsewhere).
   void wake_fair(const std::string& name) noexcept;
+  std::uint64_t current_scope() const;
+  /// acquire() on a lock-table row name already validated or derived (`display`: the user's name
+  /// for acquire_timeout; `what`: how messages name it).
+  std::shared_ptr<lease_state> acquire_row(const std::string& row, const std::string& display, const std::string& what,
+                                           const lease_options& options,
+                                           std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
+                                           bool throw_on_timeout);
+  /// Release a hold whose acquire is being abandoned; a failure is logged (an unanswered release is
+  /// re-sent by the outbox, and the lease expires by its TTL in any case).
+  void release_quietly(lease_state& hold) noexcept;
   /// Renew one acquisition once on behalf of a caller; throws lease_lost / connection_lost.
   void renew_now(acquisition& a, std::chrono::milliseconds ttl, const char* statement);
   /// Debug line when an acquire starts waiting (`what`: a lock name or "a permit of ...").

@@ -2,6 +2,7 @@
 #include "core/wait_queue.hpp"
 
 #include "core/permit_name.hpp"
+#include "core/rw_name.hpp"
 
 #include <algorithm>
 
@@ -81,12 +82,14 @@ bool wait_queues::has_waiters(const std::string& name) const {
 
 void wait_queues::wake(const std::string& name) noexcept {
   std::optional<std::string> semaphore;  // a freed permit also wakes its semaphore's waiters
+  std::optional<std::string> rw;         // a freed reader/writer row wakes the writer/readers waiting on it
   try {
     semaphore = permit_queue_of(name);
+    rw = rw_queue_of(name);
   } catch (...) {
   }
   std::lock_guard lk(mu_);
-  const std::string* const keys[] = {&name, semaphore ? &*semaphore : nullptr};
+  const std::string* const keys[] = {&name, semaphore ? &*semaphore : nullptr, rw ? &*rw : nullptr};
   for (const std::string* key : keys) {
     if (!key) continue;
     auto it = queues_.find(*key);

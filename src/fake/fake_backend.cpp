@@ -288,6 +288,22 @@ std::vector<lock_info> fake_backend::list_locks() {
   return out;
 }
 
+std::optional<lock_info> fake_backend::live_in_range(const std::string& lo, const std::string& hi) {
+  std::lock_guard lk(db_->mu);
+  const auto now = steady::now();
+  std::optional<lock_info> best;
+  steady::time_point best_end{};
+  for (auto it = db_->rows.lower_bound(lo); it != db_->rows.end() && it->first < hi; ++it) {
+    const auto& [name, r] = *it;
+    if (r.holder.empty() || r.expires_at <= now) continue;
+    if (!best || r.expires_at > best_end) {
+      best = info(name, r);
+      best_end = r.expires_at;
+    }
+  }
+  return best;
+}
+
 std::unique_ptr<session> fake_backend::begin(const transaction_options&) {
   throw invalid_argument("the fake backend has no transactions");
 }

@@ -64,6 +64,7 @@ class fake_backend final : public backend {
   release_outcome release(const release_request& request, lane on) override;
   bool force_release(const std::string& name) override;
   std::optional<lock_info> inspect(const std::string& name) override;
+  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override;
   std::vector<lock_info> list_locks() override;
   int semaphore_permits(const std::string& name, int permits) override;
   queue_outcome queue_poll(const queue_request& request) override;

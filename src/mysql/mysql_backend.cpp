@@ -50,6 +50,7 @@ struct statement_set {
         force_release(statement_text("lease_force_release", table)),
         inspect(statement_text("lease_inspect", table)),
         list(statement_text("lease_list", table)),
+        live_range(statement_text("lease_live_in_range", table)),
         semaphore_register(statement_text("semaphore_register", table)),
         semaphore_permits(statement_text("semaphore_permits", table)),
         queue_enter(statement_text("queue_enter", table)),
@@ -68,7 +69,7 @@ struct statement_set {
         time_zone(statement_text("session_time_zone", table)),
         sync_wait(statement_text("session_sync_wait", table)) {}
   std::string acquire, acquire_plain, acquire_result, renew, renew_check, release, release_plain, force_release,
-      inspect, list, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
+      inspect, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
       queue_list, fair_release, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
       migrate_unlock, time_zone, sync_wait;
 };
@@ -258,6 +259,16 @@ class mysql_backend final : public backend {
     return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
       count_statement();
       result_rows r = c.query(sql_.inspect, {name}, "lease_inspect", true);
+      if (r.empty()) return std::nullopt;
+      return row_to_info(r[0]);
+    });
+  }
+
+  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
+      count_statement();
+      result_rows r = c.query(sql_.live_range, {lo, hi}, "lease_live_in_range", true);
       if (r.empty()) return std::nullopt;
       return row_to_info(r[0]);
     });

@@ -166,6 +166,7 @@ class postgresql_backend final : public backend {
         force_release_(load("lease_force_release", table_)),
         inspect_(load("lease_inspect", table_)),
         list_(load("lease_list", table_)),
+        live_range_(load("lease_live_in_range", table_)),
         semaphore_register_(load("semaphore_register", table_)),
         semaphore_permits_(load("semaphore_permits", table_)),
         queue_poll_(load("queue_poll", table_)),
@@ -402,6 +403,14 @@ class postgresql_backend final : public backend {
     return out;
   }
 
+  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(live_range_, {lo, hi}, steady::now() + io_timeout);
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    return info(r.get(), 0);
+  }
+
   int semaphore_permits(const std::string& name, int permits) override {
     std::lock_guard lock(caller_mutex_);
     const auto deadline = steady::now() + io_timeout;
@@ -513,7 +522,7 @@ class postgresql_backend final : public backend {
   client_options options_;
   conn_target target_;
   std::string table_;
-  statement acquire_, renew_, release_, force_release_, inspect_, list_, semaphore_register_, semaphore_permits_,
+  statement acquire_, renew_, release_, force_release_, inspect_, list_, live_range_, semaphore_register_, semaphore_permits_,
       queue_poll_, queue_state_, queue_leave_, queue_list_, fair_release_,
       schema_tables_, schema_version_, migrate_lock_, migrate_record_;
 

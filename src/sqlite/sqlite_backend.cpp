@@ -248,6 +248,16 @@ class sqlite_backend final : public backend {
     return info_from(run);
   }
 
+  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
+    std::lock_guard lk(caller_mu_);
+    statement_run run = lease_statement(caller_, "lease_live_in_range");
+    run.bind(1, lo);
+    run.bind(2, hi);
+    count_statement();
+    if (!run.step(true)) return std::nullopt;
+    return info_from(run);
+  }
+
   std::vector<lock_info> list_locks() override {
     std::lock_guard lk(caller_mu_);
     statement_run run = lease_statement(caller_, "lease_list");

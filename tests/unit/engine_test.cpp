@@ -437,4 +437,36 @@ TEST(EngineFair, AWaitersTicketStaysAliveWhileItWaits) {
   std::lock_guard lk(db->mu);
   EXPECT_TRUE(db->queue.size() <= 1u);  // only the holder's own (expired) ticket may remain
   for (const auto& [seq, t] : db->queue) EXPECT_EQ(t.owner, held->acq->ref.owner);
+// ---- reader-writer row names (pure) ----
+
+#include "core/permit_name.hpp"
+#include "core/rw_name.hpp"
+
+TEST(RwName, RowsAreLongerThanAnyLockNameAndFallInTheirRanges) {
+  for (const std::string name : {std::string("a"), std::string("a.reader."), std::string(255, 'z')}) {
+    const auto w = d::rw_writer_row(name);
+    const auto r0 = d::rw_reader_row(name, std::string(32, 'f'), 0);
+    const auto r1 = d::rw_reader_row(name, std::string(32, '0'), 18446744073709551615ull);
+    EXPECT_GT(w.size(), 255u);
+    EXPECT_EQ(r0.size(), r1.size()) << "reader rows of one name must have one length";
+    EXPECT_LE(r0.size(), 511u);
+    const auto [lo, hi] = d::rw_reader_range(name);
+    for (const auto& r : {r0, r1}) {
+      EXPECT_TRUE(lo <= r && r < hi) << r;
+      EXPECT_EQ(d::rw_queue_of(r), d::rw_drain_key(name));
+    }
+    EXPECT_FALSE(lo <= w && w < hi) << "the writer row is in the readers' range";
+    const auto [alo, ahi] = d::rw_rows_range(name);
+    for (const auto& r : {r0, r1, w}) EXPECT_TRUE(alo <= r && r < ahi);
+    EXPECT_EQ(d::rw_queue_of(w), d::rw_reader_wait_key(name));
+    EXPECT_FALSE(d::permit_queue_of(w).has_value());
+  }
+  // No other name's rows fall into a name's ranges (the length prefix), and lock names are none.
+  const auto [lo, hi] = d::rw_rows_range("a");
+  for (const std::string other : {d::rw_writer_row("a.b"), d::rw_reader_row("ab", "x", 1), d::rw_writer_row("b"),
+                                  d::permit_row_name("a", 0), std::string("a")}) {
+    EXPECT_FALSE(lo <= other && other < hi) << other;
+  }
+  EXPECT_FALSE(d::rw_queue_of(d::permit_row_name("a", 0)).has_value());
+  EXPECT_FALSE(d::rw_queue_of("sqllock.rwlock.1.a.writer").has_value()) << "short names are lock names";
 }

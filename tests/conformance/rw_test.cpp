@@ -1,0 +1,305 @@
+// Conformance: reader-writer leases (issue 16, Curator InterProcessReadWriteLock): many readers or one
+// writer, writer preference, each holder a lease with its own token; downgrade allowed, upgrade
+// refused; a writer that gives up leaves nothing held.
+#include <atomic>
+#include <mutex>
+#include <random>
+#include <stop_token>
+#include <thread>
+#include <vector>
+
+#include "conformance/fixture.hpp"
+
+using namespace std::chrono_literals;
+using namespace sqllock_test;
+
+namespace {
+// Counts who is inside and records any overlap a reader-writer lock forbids.
+struct checker {
+  std::atomic<int> readers{0}, writers{0}, max_readers{0}, violations{0};
+  std::mutex mu;
+  std::int64_t last_write_token = 0;
+  int token_regressions = 0;
+
+  void read_in() {
+    const int r = ++readers;
+    if (writers.load() != 0) ++violations;
+    int seen = max_readers.load();
+    while (r > seen && !max_readers.compare_exchange_weak(seen, r)) {
+    }
+  }
+  void read_out() { --readers; }
+  void write_in(std::int64_t token) {
+    if (++writers != 1 || readers.load() != 0) ++violations;
+    std::lock_guard lk(mu);
+    if (token <= last_write_token) ++token_regressions;
+    last_write_token = token;
+  }
+  void write_out() { --writers; }
+};
+}  // namespace
+
+TEST(ReadWrite, ManyReadersAtOnceAndNoWriterBesideThem) {
+  const auto name = unique_name("rw_many");
+  std::vector<sqllock::client> clients;
+  std::vector<sqllock::lease_guard> reads;
+  for (int i = 0; i < 4; ++i) {
+    clients.push_back(make_client());
+    auto g = clients.back().try_acquire_read(name);
+    ASSERT_TRUE(g) << "reader " << i << " was refused beside the others";
+    EXPECT_EQ(g->name(), name);
+    EXPECT_EQ(g->hold_count(), 1);
+    EXPECT_GT(g->fencing_token(), 0);
+    reads.push_back(std::move(*g));
+  }
+  auto w = make_client();
+  EXPECT_FALSE(w.try_acquire_write(name)) << "a writer beside four readers";
+  EXPECT_THROW(w.acquire_write_for(name, 200ms), sqllock::acquire_timeout);
+  // The plain lock of the same name is another thing altogether.
+  EXPECT_TRUE(w.try_acquire(name));
+  reads.clear();
+  auto g = w.try_acquire_write(name);
+  ASSERT_TRUE(g) << "no writer once the readers left";
+  EXPECT_EQ(g->name(), name);
+  EXPECT_FALSE(clients[0].try_acquire_read(name)) << "a reader beside the writer";
+  EXPECT_FALSE(clients[1].try_acquire_write(name)) << "two writers";
+}
+
+// Threads in several clients take the read or the write lock at random; a checker counts who is
+// inside: never a writer beside anyone, readers side by side, writer tokens strictly increasing.
+TEST(ReadWrite, WriterExcludesReadersAndWritersUnderContention) {
+  const auto name = unique_name("rw_mix");
+  checker chk;
+  std::atomic<int> errors{0}, writes{0}, reads{0};
+  constexpr int clients = 3, threads_per_client = 2, rounds = 12;
+  std::vector<sqllock::client> cs;
+  for (int i = 0; i < clients; ++i) cs.push_back(make_client());
+  {
+    std::vector<std::jthread> threads;
+    for (int t = 0; t < clients * threads_per_client; ++t) {
+      threads.emplace_back([&, t] {
+        std::minstd_rand rng(static_cast<unsigned>(t) * 7919u + 1u);
+        auto& c = cs[static_cast<std::size_t>(t % clients)];
+        try {
+          for (int i = 0; i < rounds; ++i) {
+            if (rng() % 3 == 0) {
+              auto g = c.acquire_write_for(name, 60s, {.ttl = 10s});
+              chk.write_in(g.fencing_token());
+              std::this_thread::sleep_for(5ms);
+              chk.write_out();
+              ++writes;
+            } else {
+              auto g = c.acquire_read_for(name, 60s, {.ttl = 10s});
+              chk.read_in();
+              std::this_thread::sleep_for(15ms);
+              chk.read_out();
+              ++reads;
+            }
+          }
+        } catch (const std::exception& e) {
+          ++errors;
+          ADD_FAILURE() << e.what();
+        }
+      });
+    }
+  }
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(chk.violations.load(), 0) << "a writer was inside beside a reader or another writer";
+  EXPECT_EQ(chk.token_regressions, 0) << "a writer's token did not grow";
+  EXPECT_GT(writes.load(), 0);
+  EXPECT_GE(chk.max_readers.load(), 2) << "readers were never inside side by side";
+}
+
+// A writer that took its row (its intent) but still waits for a reader keeps new readers out.
+TEST(ReadWrite, WaitingWriterKeepsNewReadersOut) {
+  const auto name = unique_name("rw_pref");
+  auto r1 = make_client(), wc = make_client(), r2 = make_client();
+  auto first = r1.acquire_read_for(name, 5s);
+  std::atomic<bool> got{false};
+  std::jthread writer([&] {
+    try {
+      auto g = wc.acquire_write_for(name, 20s);
+      got = true;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  });
+  // The writer's row appears (it is waiting for `first` to drain) ...
+  const auto t0 = clock::now();
+  bool blocked = false;
+  while (ms_since(t0) < 2000 && !(blocked = !r2.try_acquire_read(name).has_value())) std::this_thread::sleep_for(20ms);
+  EXPECT_TRUE(blocked) << "the waiting writer never kept a new reader out";
+  EXPECT_FALSE(got.load());
+  EXPECT_FALSE(r2.try_acquire_read_for(name, 300ms)) << "a new reader passed a waiting writer";
+  first.release();
+  writer.join();
+  EXPECT_TRUE(got.load());
+}
+
+// Writer preference (Redisson's issue 5379): a continuous stream of overlapping readers does not
+// starve a writer; it waits about one read hold, and while it holds, no reader is inside.
+TEST(ReadWrite, StreamOfReadersDoesNotStarveWriter) {
+  const auto name = unique_name("rw_stream");
+  checker chk;
+  std::atomic<bool> stop{false};
+  std::atomic<int> reads{0}, errors{0};
+  std::vector<sqllock::client> cs;
+  for (int i = 0; i < 3; ++i) cs.push_back(make_client());
+  std::vector<std::jthread> readers;
+  for (int i = 0; i < 3; ++i) {
+    readers.emplace_back([&, i] {
+      try {
+        std::this_thread::sleep_for(std::chrono::milliseconds(40 * i));  // staggered: always someone inside
+        while (!stop.load()) {
+          auto g = cs[static_cast<std::size_t>(i)].acquire_read_for(name, 30s, {.ttl = 10s});
+          chk.read_in();
+          std::this_thread::sleep_for(120ms);
+          chk.read_out();
+          ++reads;
+        }
+      } catch (const std::exception& e) {
+        ++errors;
+        ADD_FAILURE() << e.what();
+      }
+    });
+  }
+  std::this_thread::sleep_for(400ms);
+  auto w = make_client();
+  const auto t0 = clock::now();
+  std::optional<sqllock::lease_guard> g;
+  try {
+    g = w.acquire_write_for(name, 4s, {.ttl = 10s});
+  } catch (const sqllock::acquire_timeout& e) {
+    ADD_FAILURE() << "the writer starved: " << e.what();
+  }
+  const auto waited = ms_since(t0);
+  if (g) {
+    chk.write_in(g->fencing_token());
+    std::this_thread::sleep_for(150ms);
+    chk.write_out();
+    g->release();
+  }
+  stop = true;
+  readers.clear();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(chk.violations.load(), 0) << "a reader was inside beside the writer";
+  EXPECT_LT(waited, 2500) << "writer waited " << waited << " ms behind 120 ms reads";
+  EXPECT_GE(reads.load(), 6) << "the readers' stream never ran";
+  RecordProperty("writer_wait_ms", static_cast<int>(waited));
+}
+
+// A reader that dies (its lease not renewed) stops blocking the writer once its lease ends.
+TEST(ReadWrite, DeadReadersRowExpiresAndLetsTheWriterIn) {
+  const auto name = unique_name("rw_dead");
+  auto r = make_client(), w = make_client();
+  auto dead = r.acquire_read_for(name, 5s, {.ttl = 800ms, .auto_renew = false});
+  const auto t0 = clock::now();
+  EXPECT_FALSE(w.try_acquire_write(name));
+  auto g = w.acquire_write_for(name, 10s);
+  const auto waited = ms_since(t0);
+  EXPECT_GE(waited, 500) << "the writer came in beside a live reader";
+  EXPECT_LT(waited, 5000);
+  EXPECT_TRUE(dead.lost());
+}
+
+// Downgrade: the writer takes the read lock, releases the write lock, keeps reading. Upgrade (write
+// while reading) is refused at once, changing nothing.
+TEST(ReadWrite, DowngradeWorksUpgradeIsRefused) {
+  const auto name = unique_name("rw_grade");
+  auto a = make_client(), b = make_client(), c = make_client();
+  auto w = a.acquire_write_for(name, 5s);
+  auto r = a.try_acquire_read(name);
+  ASSERT_TRUE(r) << "the writer could not take the read lock (downgrade)";
+  EXPECT_FALSE(b.try_acquire_read(name)) << "another reader beside the writer";
+  w.release();
+  auto other = b.try_acquire_read(name);
+  EXPECT_TRUE(other) << "readers do not share after the downgrade";
+  EXPECT_FALSE(c.try_acquire_write(name)) << "a writer beside the downgraded reader";
+  other.reset();
+
+  const auto t0 = clock::now();
+  EXPECT_THROW(a.acquire_write_for(name, 3s), sqllock::upgrade_refused);
+  EXPECT_THROW(a.try_acquire_write(name), sqllock::upgrade_refused);
+  EXPECT_LT(ms_since(t0), 1000) << "the upgrade was not refused at once";
+  EXPECT_TRUE(b.try_acquire_read(name)) << "the refused upgrade left a writer row behind";
+  r->release();
+  EXPECT_TRUE(a.try_acquire_write(name)) << "write after the read was released";
+}
+
+// Re-entry per holder: the write lock re-enters with its token; the read lock re-enters at once
+// even behind a waiting writer (it would otherwise deadlock with it).
+TEST(ReadWrite, ReentryRules) {
+  const auto name = unique_name("rw_reenter");
+  auto a = make_client(), b = make_client();
+  {
+    auto w1 = a.acquire_write_for(name, 5s);
+    auto w2 = a.acquire_write_for(name, 1s);
+    EXPECT_EQ(w2.hold_count(), 2);
+    EXPECT_EQ(w2.fencing_token(), w1.fencing_token());
+    // Another thread of the same client (per_thread scope) is another holder.
+    std::jthread t([&] { EXPECT_FALSE(a.try_acquire_write(name)); });
+  }
+  auto r1 = a.acquire_read_for(name, 5s);
+  std::atomic<bool> got{false};
+  std::jthread writer([&] {
+    try {
+      auto g = b.acquire_write_for(name, 20s);
+      got = true;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << e.what();
+    }
+  });
+  std::this_thread::sleep_for(300ms);  // the writer holds its row and waits for r1
+  const auto t0 = clock::now();
+  auto r2 = a.acquire_read_for(name, 5s);
+  EXPECT_LT(ms_since(t0), 1000) << "a re-entered read waited behind the writer";
+  EXPECT_EQ(r2.hold_count(), 2);
+  EXPECT_EQ(r2.fencing_token(), r1.fencing_token());
+  EXPECT_FALSE(got.load());
+  r2.release();
+  EXPECT_FALSE(got.load()) << "the writer came in beside an outer read hold";
+  r1.release();
+  writer.join();
+  EXPECT_TRUE(got.load());
+}
+
+// A writer that times out or is cancelled while readers drain frees its row: readers come again.
+TEST(ReadWrite, WriterThatGivesUpLeavesNothingHeld) {
+  const auto name = unique_name("rw_cancel");
+  auto r = make_client(), w = make_client(), other = make_client();
+  auto read = r.acquire_read_for(name, 5s);
+  EXPECT_THROW(w.acquire_write_for(name, 300ms), sqllock::acquire_timeout);
+  EXPECT_TRUE(other.try_acquire_read(name)) << "a timed-out writer left its row held";
+  EXPECT_FALSE(w.try_acquire_write_for(name, 200ms));
+  EXPECT_TRUE(other.try_acquire_read(name)) << "a try_acquire_write_for left its row held";
+
+  std::stop_source stop;
+  std::atomic<bool> was_cancelled{false};
+  std::jthread writer([&] {
+    try {
+      auto g = w.acquire_write(name, {}, stop.get_token());
+    } catch (const sqllock::cancelled&) {
+      was_cancelled = true;
+    }
+  });
+  const auto t0 = clock::now();
+  bool kept_out = false;
+  while (ms_since(t0) < 3000 && !(kept_out = !other.try_acquire_read(name).has_value())) {
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(kept_out) << "the waiting writer did not keep readers out";
+  stop.request_stop();
+  writer.join();
+  EXPECT_TRUE(was_cancelled.load());
+  EXPECT_TRUE(other.try_acquire_read(name)) << "a cancelled writer left its row held";
+  read.release();
+  EXPECT_TRUE(other.try_acquire_write(name));
+}
+
+TEST(ReadWrite, BadInputIsRefused) {
+  auto a = make_client();
+  EXPECT_THROW(a.try_acquire_read(""), sqllock::invalid_argument);
+  EXPECT_THROW(a.try_acquire_write(std::string(256, 'x')), sqllock::invalid_argument);
+  EXPECT_THROW(a.acquire_read_for("x", -1ms), sqllock::invalid_argument);
+  EXPECT_THROW(a.acquire_write_for("x", 1s, {.ttl = 0ms}), sqllock::invalid_argument);
+}

@@ -650,6 +650,9 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
         break;
       }
     }
+  }
+}
+
 std::uint64_t lease_engine::current_scope() const {
   return options_.scope == holder_scope::per_thread ? thread_number() : 0;
 }

@@ -437,6 +437,8 @@ TEST(EngineFair, AWaitersTicketStaysAliveWhileItWaits) {
   std::lock_guard lk(db->mu);
   EXPECT_TRUE(db->queue.size() <= 1u);  // only the holder's own (expired) ticket may remain
   for (const auto& [seq, t] : db->queue) EXPECT_EQ(t.owner, held->acq->ref.owner);
+}
+
 // ---- reader-writer row names (pure) ----
 
 #include "core/permit_name.hpp"

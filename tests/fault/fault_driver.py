@@ -8,6 +8,7 @@ exits 1 on any violation. Standard library only."""
 
 import argparse
 import bisect
+import glob
 import os
 import random
 import re
@@ -54,6 +55,26 @@ class Violations:
         return out
 
 
+class ThreadView:
+    """One lock loop of a worker process, for the checkers: the process itself (--threads 1) or one
+    of its threads (--threads N: thread k >= 1 logs to <log>.t<k>). `who` tells loops apart (the
+    overlap checks compare it), `pid` is the process's (kills and stops hit every thread of it)."""
+
+    def __init__(self, proc, k):
+        self.proc = proc
+        self.pid = proc.pid
+        self.k = k
+        self.who = (proc.pid, k)
+        self.index = proc.index if k == 0 and proc.threads == 1 else f"{proc.index}.{k}"
+        self.log_path = proc.log_path if k == 0 else f"{proc.log_path}.t{k}"
+        self.skew = getattr(proc, "skew", None)
+        self.holder_label = getattr(proc, "holder_label", None)
+
+
+def views_of(procs):
+    return [ThreadView(p, k) for p in procs for k in range(getattr(p, "threads", 1))]
+
+
 class Proc:
     """One worker process with its own log file, read incrementally to follow its state."""
 
@@ -73,6 +94,7 @@ class Proc:
         self.killed_by_us = False
         self.stall_reported = False
         self.exit_code = None
+        self.threads = 1  # lock loops in the process (--threads), each a ThreadView for the checkers
         self.acks = 0  # acknowledged acquire/release operations seen in the log
         self.last_ack = None  # (op, name, token, t_us) of the latest
 
@@ -205,6 +227,7 @@ class Driver:
         u = urllib.parse.urlsplit(opts.url) if self.backend != "sqlite" else None
         self.server_port = u.port if u else None
         self.plain_url = opts.url
+        self.pg_settings = set(opts.pg_setting.split(",")) - {"default"} if self.backend == "postgresql" else set()
         self.crash_checks = {"judged": 0, "taken_since": 0}
         self.refusal_checked = False
         if opts.accept_unsafe_durability:
@@ -247,6 +270,7 @@ class Driver:
                              stdout=subprocess.DEVNULL, stderr=stderr)
         stderr.close()
         proc = Proc(slot, index, p, log_path, skew)
+        proc.threads = int(kw.get("threads", 1))
         proc.proxy = self.proxies.get(slot) if mode == "lock" else None
         proc.holder_label = kw.get("holder")
         return proc
@@ -339,6 +363,16 @@ class Driver:
             lock_kw["ttl_max"] = o.ttl_max_ms
         if o.server_durability == "lazy" and self.backend == "postgresql":
             lock_kw["durable_writes"] = 1
+        if o.cancel_pct and not self.permits:
+            lock_kw["cancel_pct"] = o.cancel_pct
+        if o.race_pct and not self.permits:
+            lock_kw["race_pct"] = o.race_pct
+        if o.multi_pct and not self.permits:
+            lock_kw["multi_pct"] = o.multi_pct
+        if o.leader_pct and not self.permits:
+            lock_kw["leader_pct"] = o.leader_pct
+        if o.break_:
+            lock_kw["break"] = o.break_
         if o.nest_pct:
             lock_kw["nest_pct"] = o.nest_pct
             lock_kw["nest_ttl"] = o.nest_ttl
@@ -346,7 +380,14 @@ class Driver:
         self.shared_slots = shared
 
         def kw_of(slot):
-            return dict(lock_kw, holder="shared-" + self.prefix) if slot in shared else lock_kw
+            kw = dict(lock_kw, holder="shared-" + self.prefix) if slot in shared else dict(lock_kw)
+            # 1 to 16 lock loops per client process (threads sharing one client): a fixed number, or
+            # drawn per process (mix: mostly 1, sometimes 2, 4 or 16).
+            n = self.rng.choice((1, 1, 1, 1, 2, 2, 4, 16)) if o.threads_per_client == "mix" else \
+                int(o.threads_per_client)
+            if n > 1:
+                kw["threads"] = n
+            return kw
         # Partitions and lost answers: one fault_proxy per lock-worker slot between it and the server.
         want_proxy = self.backend != "sqlite" and (o.proxy_mode == "on" or (
             o.proxy_mode == "auto" and self.classes & set(PROXY_KINDS)))
@@ -693,6 +734,24 @@ class Driver:
         elif self.backend == "mysql" and (self.o.accept_unsafe_durability or not after_crash):
             self.admin_sql(f"SET GLOBAL innodb_flush_log_at_trx_commit = {self.o.mysql_flush}")
 
+    def apply_pg_settings(self):
+        """--pg-setting serializable: the server's default_transaction_isolation made serializable
+        for the run (ALTER SYSTEM, reloaded; every new session of sqllock and of the workers then runs
+        serializable). Confirmed from a fresh session; reset at the end of the run."""
+        if "serializable" not in self.pg_settings:
+            return
+        self.admin_sql("ALTER SYSTEM SET default_transaction_isolation = 'serializable'")
+        self.admin_sql("SELECT pg_reload_conf()")
+        time.sleep(0.5)
+        got = self.admin_sql("SHOW default_transaction_isolation").strip()
+        if got != "serializable":
+            raise SystemExit(f"fault_driver: default_transaction_isolation is {got!r} after ALTER SYSTEM")
+
+    def reset_pg_settings(self):
+        if "serializable" in self.pg_settings:
+            self.admin_sql("ALTER SYSTEM RESET default_transaction_isolation")
+            self.admin_sql("SELECT pg_reload_conf()")
+
     def reset_durability(self):
         if self.o.server_durability != "lazy":
             return
@@ -804,7 +863,7 @@ class Driver:
         acqs = []
         timeouts = {}
         errors = {}
-        for p in self.lock_procs_all:
+        for p in views_of(self.lock_procs_all):
             cur = None
             for c in self.read_log(p.log_path):
                 t = c[0]
@@ -827,6 +886,12 @@ class Driver:
                     cur["r"] = dict(t_rr=int(c[3]), t_re=int(c[4]), result=c[5], lost=c[6] == "1")
                 elif t == "E":
                     errors[c[2]] = errors.get(c[2], 0) + 1
+                    # Under a serializable server default, sqllock retries 40001 itself: its lease
+                    # operations never surface it (the workers' own write transactions may).
+                    if c[2] == "serialization_failure" and c[1] in (
+                            "acquire", "inner_acquire", "renew", "release", "inner_release"):
+                        self.v.add("serialization_failure_surfaced",
+                                   f"pid {p.pid}: {c[1]} failed with serialization_failure: {c[4][:200]}")
                 elif t == "C":
                     errors["client_recreated"] = errors.get("client_recreated", 0) + 1
         self.errors = errors
@@ -1042,12 +1107,12 @@ class Driver:
     def read_history(self):
         """Every lock worker's O records, as dicts, in each worker's own order."""
         per_proc = []
-        for p in self.lock_procs_all:
+        for p in views_of(self.lock_procs_all):
             recs = []
             for c in self.read_log(p.log_path):
                 if c[0] == "O" and len(c) >= 7:
                     recs.append(dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
-                                     pid=p.pid, index=p.index, label=p.holder_label or ""))
+                                     pid=p.pid, who=p.who, index=p.index, label=p.holder_label or ""))
             per_proc.append((p, recs))
         return per_proc
 
@@ -1058,46 +1123,55 @@ class Driver:
         history; the driver's --ttl-ms without one."""
         if not hasattr(self, "per_proc"):
             self.per_proc = self.read_history()
-        end, pending = t + self.o.ttl_ms * 1000, None
+        best = t + self.o.ttl_ms * 1000
         for p, recs in self.per_proc:
             if p.pid != pid:
                 continue
+            # Per lock loop (a thread of the process); the latest end over its loops.
+            end, pending = t + self.o.ttl_ms * 1000, None
             for r in recs:
                 if r["t"] > t:
                     break
                 if r["phase"] == "invoke" and r["op"] in ("acquire", "inner_acquire"):
-                    pending = (int(r["detail"].split("=")[1]) if r["detail"].startswith("ttl=") else None, r["t"])
+                    pending = (int(r["detail"].split(",")[0].split("=")[1]) if r["detail"].startswith("ttl=")
+                               else None, r["t"])
                 elif r["phase"] == "ok" and r["op"] == "acquire" and pending and pending[0]:
                     end = t + pending[0] * 1000
                 elif r["phase"] == "ok" and r["op"] == "inner_acquire" and pending and pending[0]:
                     end = max(end, pending[1] + pending[0] * 1000)
-        return end
+            best = max(best, end)
+        return best
 
     def critical_sections(self, per_proc):
-        """Per worker: from an acquire's ok to the first of its release's invoke, a loss report to
-        it, or its death (SIGKILL by the driver)."""
+        """Per lock loop and name: from an acquire's ok to the first of its release's invoke, a loss
+        report to it, or its death (SIGKILL by the driver). A loop holds several names at once only
+        in a multi-lock (acquire_all)."""
         kills = {ev["pid"]: ev["t"] for ev in self.events if ev["kind"] == "kill"}
         out = []
         for p, recs in per_proc:
-            cur = None
-            t_inv = None
+            cur = {}  # name -> the open critical section
+            t_inv = {}
             for r in recs:
+                name = r["name"]
                 if r["op"] == "acquire" and r["phase"] == "invoke":
-                    t_inv = r["t"]
+                    t_inv[name] = r["t"]
                 if r["op"] == "acquire" and r["phase"] == "ok":
-                    cur = dict(name=r["name"], token=r["token"], pid=p.pid, index=p.index, label=r["label"],
-                               s=r["t"], e=None, how=None, start=r, t_inv=t_inv or r["t"])
-                    out.append(cur)
-                elif cur and r["name"] == cur["name"] and cur["e"] is None:
+                    cur[name] = dict(name=name, token=r["token"], pid=p.pid, who=p.who, index=p.index,
+                                     label=r["label"], s=r["t"], e=None, how=None, start=r,
+                                     t_inv=t_inv.get(name) or r["t"])
+                    out.append(cur[name])
+                elif name in cur and cur[name]["e"] is None:
+                    c = cur[name]
                     if r["phase"] == "lost":
-                        cur["e"], cur["how"], cur["end"] = r["t"], f"told of its loss ({r['op']}, {r['detail']})", r
+                        c["e"], c["how"], c["end"] = r["t"], f"told of its loss ({r['op']}, {r['detail']})", r
                     elif r["op"] == "release" and r["phase"] == "invoke":
-                        cur["e"], cur["how"], cur["end"] = r["t"], "release invoked", r
+                        c["e"], c["how"], c["end"] = r["t"], "release invoked", r
                 if r["op"] == "release" and r["phase"] != "invoke":
-                    cur = None
-            if cur and cur["e"] is None:
-                t_end = kills.get(p.pid, max((r["t"] for r in recs), default=cur["s"]))
-                cur["e"], cur["how"], cur["end"] = t_end, "process killed" if p.pid in kills else "log ends", None
+                    cur.pop(name, None)
+            for c in cur.values():
+                if c["e"] is None:
+                    t_end = kills.get(p.pid, max((r["t"] for r in recs), default=c["s"]))
+                    c["e"], c["how"], c["end"] = t_end, "process killed" if p.pid in kills else "log ends", None
         return out
 
     def window(self, per_proc, name, x, x_t1, y, limit=14):
@@ -1106,8 +1180,8 @@ class Driver:
         merged in time order, as printable lines (times relative to x's acquisition)."""
         t0 = x["s"]
         recs = sorted((r for _, rs in per_proc for r in rs if r["name"] in (name, base_name(name)) and (
-            (r["pid"] == x["pid"] and x["s"] <= r["t"] <= x_t1) or
-            (r["pid"] == y["pid"] and y["t_inv"] <= r["t"] <= y["s"]))), key=lambda r: r["t"])
+            (r["who"] == x["who"] and x["s"] <= r["t"] <= x_t1) or
+            (r["who"] == y["who"] and y["t_inv"] <= r["t"] <= y["s"]))), key=lambda r: r["t"])
         lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  worker {r['index']:>4} pid {r['pid']:>7}"
                  f"{' label ' + r['label'] if r['label'] else ''}: {r['phase']:<7} {r['op']:<13} "
                  f"token {r['token']} {r['detail']}" for r in recs]
@@ -1135,7 +1209,7 @@ class Driver:
             for y in lst:
                 active = [x for x in active if x["e"] > y["s"]]
                 for x in active:
-                    if x["pid"] == y["pid"]:
+                    if x["who"] == y["who"]:
                         continue
                     # A frozen process (SIGSTOP, the GC pause) cannot be told in time: fencing covers
                     # it, checked elsewhere (stale_write_applied, stopped_holder_*).
@@ -1164,6 +1238,98 @@ class Driver:
                     seen[y["token"]] = y
         if getattr(self, "permits", 0):
             self.check_semaphores(per_proc, css, stops)
+        self.check_after_checks(per_proc)
+
+    def check_after_checks(self, per_proc):
+        """The `check` records (inspect() of the lock row) after a cancelled wait and after an
+        acknowledged release of a short lease racing its renewals (worker --cancel-pct, --race-pct).
+        after_release: the row must not show the released token again (a renewal in flight, or
+        sent late, must not bring the lease back); no excuse, a fault cannot make it right.
+        after_cancel: the row must not be held under this worker's own label with a token it was
+        never given (the cancelled acquisition left a lease behind); the same after a multi-lock set
+        that was not acquired (after_multi_fail: all or nothing). A worker whose label is shared, or
+        whose process runs several lock loops, is not judged, and one touched by a fault (or a server restart) since the invoke is excused:
+        an acquire whose answer was lost may leave a row that simply expires."""
+        self.hist.update(cancelled_waits=0, cancel_checks=0, multi_fail_checks=0, check_unjudged_threads=0,
+                         cancel_excused=0, cancel_leak=0, multi_leak=0,
+                         race_releases=0, release_checks=0, released_lease_resurrected=0, multi_leases=0,
+                         latch_terms=0, await_leadership=0)
+        labels = {}
+        for p, _ in per_proc:
+            if getattr(p, "holder_label", None):
+                labels.setdefault(p.holder_label, set()).add(p.pid)
+        labels = {k: len(v) for k, v in labels.items()}
+        acknowledged = {(r["name"], r["token"]) for _, recs in per_proc for r in recs
+                        if r["op"] == "acquire" and r["phase"] == "ok"}
+        for p, recs in per_proc:
+            t_cancel_inv = {}
+            released = {}
+            for r in recs:
+                if r["op"] == "acquire" and r["phase"] == "invoke":
+                    t_cancel_inv[r["name"]] = r["t"]
+                elif r["op"] == "acquire" and r["phase"] == "ok":
+                    if r["detail"] == "latch":
+                        self.hist["latch_terms"] += 1
+                    elif r["detail"] == "multi":
+                        self.hist["multi_leases"] += 1
+                    elif r["detail"].endswith("await_leadership"):
+                        self.hist["await_leadership"] += 1
+                elif r["op"] == "acquire" and r["detail"] == "cancelled":
+                    self.hist["cancelled_waits"] += 1
+                elif r["op"] == "release" and r["phase"] == "ok" and r["detail"] == "race":
+                    self.hist["race_releases"] += 1
+                    released[r["name"]] = r
+                elif r["phase"] == "check" and r["op"] == "after_release":
+                    rel = released.pop(r["name"], None)
+                    if rel is None or r["token"] <= 0:
+                        continue
+                    self.hist["release_checks"] += 1
+                    if r["token"] == rel["token"]:
+                        self.hist["released_lease_resurrected"] += 1
+                        self.v.add("released_lease_resurrected",
+                                   f"{r['name']}: worker {p.index} pid {p.pid} was acknowledged the release of token "
+                                   f"{rel['token']}, yet {(r['t'] - rel['t']) / 1000:.3f} ms later the lock row holds "
+                                   f"that token again ({r['detail']}):" + self.simple_window(recs, rel["t"], r["t"], r["name"]))
+                elif r["phase"] == "check" and r["op"] in ("after_cancel", "after_multi_fail"):
+                    self.hist["cancel_checks" if r["op"] == "after_cancel" else "multi_fail_checks"] += 1
+                    fields = dict(kv.split("=", 1) for kv in r["detail"].split(",") if "=" in kv)
+                    holder, me = fields.get("holder", ""), fields.get("self", "")
+                    if r["token"] <= 0 or holder != me or labels.get(me, 0) > 1:
+                        continue
+                    if getattr(p.proc, "threads", 1) > 1:
+                        # Another thread of the process shares the label, and a set it is still
+                        # acquiring (or failed to) holds names under tokens never acknowledged.
+                        self.hist["check_unjudged_threads"] += 1
+                        continue
+                    if (r["name"], r["token"]) in acknowledged:
+                        continue  # a lease somebody was given (e.g. a release of its own still being re-sent)
+                    t0 = t_cancel_inv.get(r["name"], r["t"])
+                    if hasattr(self, "events") and self.touched_safe(p.pid, t0, r["t"]):
+                        self.hist["cancel_excused"] += 1
+                        continue
+                    multi = r["op"] == "after_multi_fail"
+                    self.hist["multi_leak" if multi else "cancel_leak"] += 1
+                    self.v.add("multi_lock_not_all_or_nothing" if multi else "cancelled_acquisition_leaked",
+                               f"{r['name']}: worker {p.index} pid {p.pid} "
+                               f"{'failed to acquire its set (acquire_all)' if multi else 'had its wait cancelled'}, yet "
+                               f"{(r['t'] - t0) / 1000:.3f} ms after the acquire began the lock row is held under its "
+                               f"own label with token {r['token']}, which it was never given ({r['detail']}):" +
+                               self.simple_window(recs, t0, r["t"], r["name"]))
+
+    def touched_safe(self, pid, t0, t1):
+        """touched(), also for an offline re-check (no restart list then: events only)."""
+        if not hasattr(self, "restarts"):
+            self.restarts = []
+        return self.touched(pid, t0, t1)
+
+    @staticmethod
+    def simple_window(recs, t0, t1, name, limit=14):
+        """One worker's records of `name` from t0 to t1, printable (times relative to t0)."""
+        lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  pid {r['pid']:>7}: {r['phase']:<7} {r['op']:<13} "
+                 f"token {r['token']} {r['detail']}" for r in recs if t0 <= r["t"] <= t1 and r["name"] == name]
+        if len(lines) > limit:
+            lines = lines[:limit // 2] + [f"      ... {len(lines) - limit} more ..."] + lines[-limit // 2:]
+        return "\n" + "\n".join(lines)
 
     def check_semaphores(self, per_proc, css, stops):
         """--permits N: every critical section is named <semaphore>#<slot>, so the checks above prove
@@ -1188,7 +1354,7 @@ class Driver:
                 active = [x for x in active if x["e"] > y["s"]]
                 inside = []
                 for x in active:
-                    if x["pid"] == y["pid"]:
+                    if x["who"] == y["who"]:
                         continue
                     if any(ev["pid"] == x["pid"] and ev["t"] <= y["s"] and (ev["t_end"] or y["s"]) >= x["s"]
                            for ev in stops):
@@ -1283,6 +1449,7 @@ class Driver:
         t_start = time.monotonic()
         self.run_worker("setup", stock=o.stock)
         self.apply_durability()
+        self.apply_pg_settings()
         if o.server_durability == "lazy" and self.backend == "mysql":
             self.check_refusal()
             if not o.accept_unsafe_durability:
@@ -1295,7 +1462,10 @@ class Driver:
             procs, secs = self.inventory_phase(strategy, inv_secs)
             inv[strategy] = (procs, secs)
         lock_secs = max(15.0, o.duration - (time.monotonic() - t_start))
-        self.lock_phase(lock_secs)
+        try:
+            self.lock_phase(lock_secs)
+        finally:
+            self.reset_pg_settings()
         self.reset_durability()
         vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
@@ -1346,6 +1516,9 @@ class Driver:
               f"excused={self.excused_by_stall}) "
               f"classes[{','.join(sorted(self.classes)) or 'none'}] "
               f"nest_pct={0 if self.permits else o.nest_pct}({o.nest_ttl}) permits={self.permits} "
+              f"threads_per_client={o.threads_per_client}(loops={len(views_of(self.lock_procs_all))}) "
+              f"pg_setting={o.pg_setting} cancel_pct={o.cancel_pct} race_pct={o.race_pct} "
+              f"multi_pct={o.multi_pct} leader_pct={o.leader_pct} "
               f"durability={o.server_durability}"
               f"{'(flush=%d)' % o.mysql_flush if o.server_durability == 'lazy' and self.backend == 'mysql' else ''}"
               f"{'(refusal_checked)' if self.refusal_checked else ''}"
@@ -1368,6 +1541,8 @@ class LoggedProc:
         first = next((c for c in Driver.read_log(path) if c[0] == "P"), None)
         self.pid = int(first[1]) if first else -self.index
         self.holder_label = first[4] if first and len(first) > 4 and first[4] else None
+        self.skew = None
+        self.threads = 1 + len(glob.glob(glob.escape(path) + ".t*"))
 
 
 def recheck(directory, print_max, permits=0):
@@ -1448,6 +1623,25 @@ def main():
                          "permit each (logged as NAME#SLOT); no nesting")
     ap.add_argument("--guard-pct", type=int, default=50,
                     help="percent of the fenced writes made in a guarded transaction (tx.require_lease)")
+    ap.add_argument("--cancel-pct", type=int, default=8,
+                    help="percent of the acquisitions that wait with a stop token cancelled at a random moment")
+    ap.add_argument("--race-pct", type=int, default=8,
+                    help="percent of the holds with a 150-400 ms TTL released at a random moment (releases racing "
+                         "the watchdog's renewals)")
+    ap.add_argument("--multi-pct", type=int, default=6,
+                    help="percent of the iterations that take 2-3 names at once (try_acquire_all)")
+    ap.add_argument("--leader-pct", type=int, default=6,
+                    help="percent of the iterations that lead the name: half a leader_latch, half await_leadership")
+    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi"], default=None,
+                    help="run a deliberately broken worker (to show the cancel / race checks can fail)")
+    ap.add_argument("--pg-setting", default="default",
+                    help="PostgreSQL server settings for the run, comma-separated: serializable "
+                         "(default_transaction_isolation, by ALTER SYSTEM), pgbouncer (every client through "
+                         "PgBouncer in transaction mode: --pgbouncer-url or SQLLOCK_TEST_PGBOUNCER_URL)")
+    ap.add_argument("--pgbouncer-url", default=os.environ.get("SQLLOCK_TEST_PGBOUNCER_URL", ""))
+    ap.add_argument("--threads-per-client", default="mix",
+                    help="lock loops per worker process, threads sharing one client: 1 to 16, or mix (drawn "
+                         "per process from 1,1,1,1,2,2,4,16)")
     ap.add_argument("--print-max", type=int, default=5, help="violations printed per kind")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")
@@ -1458,6 +1652,16 @@ def main():
         o.seed = int.from_bytes(os.urandom(4), "little")
     if o.permits == 1 or o.permits < 0:
         ap.error("--permits must be 0 (locks) or at least 2")
+    if o.threads_per_client != "mix" and not (o.threads_per_client.isdigit() and 1 <= int(o.threads_per_client) <= 16):
+        ap.error("--threads-per-client: 1 to 16, or mix")
+    bad = set(o.pg_setting.split(",")) - {"default", "serializable", "pgbouncer"}
+    if bad:
+        ap.error(f"--pg-setting: unknown {sorted(bad)} (known: default, serializable, pgbouncer)")
+    if "pgbouncer" in o.pg_setting.split(",") and o.backend == "postgresql":
+        if not o.pgbouncer_url:
+            ap.error("--pg-setting pgbouncer needs --pgbouncer-url or SQLLOCK_TEST_PGBOUNCER_URL "
+                     "(scripts/pgbouncer-server.sh start DIR PG_ENV)")
+        o.url = o.pgbouncer_url  # workers, proxies, setup and verify all go through PgBouncer
     if o.backend != "sqlite" and not o.admin_url:
         ap.error("--admin-url is required for server backends (connection kills)")
     print(f"fault {o.backend}: seed {o.seed}, logs in {o.out}", file=sys.stderr, flush=True)

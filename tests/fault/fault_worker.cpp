@@ -7,6 +7,22 @@
 //                                                  a guarded write must never commit after a takeover)
 //                          [--durable-writes 1]   (PostgreSQL: SET LOCAL synchronous_commit = on in the
 //                                                  write transaction, for runs whose server default is off)
+//                          [--cancel-pct N]       (N % of the acquisitions wait in acquire_for with a stop
+//                                                  token requested at a random moment of the wait; after a
+//                                                  `cancelled`, the lock row is inspected: history op check)
+//                          [--race-pct N]         (N % of the holds use a 150-400 ms TTL, so the watchdog
+//                                                  renews every 50-130 ms, and are released at a random
+//                                                  moment with no write; after an acknowledged release the
+//                                                  lock row is inspected again: history op check)
+//                          [--break cancel|race|multi]  (a deliberately broken worker, to show the checks can
+//                                                  fail: cancel keeps a second, unlogged lease after a
+//                                                  cancellation; race logs a release it never made;
+//                                                  multi keeps parts of a set it failed to acquire)
+//                          [--multi-pct N]        (N % of the iterations: try_acquire_all of 2-3 names)
+//                          [--leader-pct N]       (N % of the iterations: half a leader_latch on the name for a
+//                                                  while, half await_leadership in place of try_acquire_for)
+//                          [--threads N]          (N lock loops on one shared client, thread k >= 1 logging
+//                                                  to <log>.t<k>; the P line's 6th field is k)
 //                          [--permits N]          (N >= 2: each name is a counting semaphore of N permits;
 //                                                  the worker takes one permit and logs every line with
 //                                                  the name <name>#<slot>, its fenced write goes to the
@@ -27,7 +43,9 @@
 // event: O <t_us> <phase> <op> <name> <token> <detail>, phase invoke|ok|fail|unknown|lost, op
 // acquire|inner_acquire|inner_release|renew|release|write (unknown: the statement may or may not
 // have been applied, e.g. connection_lost; lost: the library told this process its lease is gone,
-// op = the guard, outer|inner, detail = how: callback|renew|release). Only the library's public
+// op = the guard, outer|inner, detail = how: callback|renew|release). Phase `check`, op
+// after_cancel|after_release: what inspect() showed of the name's lock row then, token = the row's
+// token (0: no row), detail = holder=<label>,self=<this worker's label>,left_ms=<time left>. Only the library's public
 // API of before and after the lease-engine rewrite is used, so the same source builds against both.
 #include <fcntl.h>
 #include <signal.h>
@@ -37,6 +55,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -113,6 +134,7 @@ std::string error_kind(const std::exception& e) {
   if (dynamic_cast<const sqllock::not_holder*>(&e)) return "not_holder";
   if (dynamic_cast<const sqllock::connection_lost*>(&e)) return "connection_lost";
   if (dynamic_cast<const sqllock::acquire_timeout*>(&e)) return "acquire_timeout";
+  if (dynamic_cast<const sqllock::cancelled*>(&e)) return "cancelled";
   if (dynamic_cast<const sqllock::retries_exhausted*>(&e)) return "retries_exhausted";
   if (dynamic_cast<const sqllock::deadlock_detected*>(&e)) return "deadlock_detected";
   if (dynamic_cast<const sqllock::serialization_failure*>(&e)) return "serialization_failure";
@@ -353,7 +375,25 @@ int run_verify(const args& a) {
 
 // ---------------------------------------------------------------- the lock loop
 
+// One lock loop: the whole process (--threads 1, its own client) or one of its threads sharing
+// `shared` (--threads N: thread k logs to <log>.t<k> for k >= 1, its holder string ends .t<k>).
+int lock_loop(const args& a, int thread_k, sqllock::client* shared);
+
 int run_lock(const args& a) {
+  const int threads = static_cast<int>(std::clamp(a.num("threads", 1), 1LL, 64LL));
+  if (threads == 1) return lock_loop(a, 0, nullptr);
+  // 1 to 16 threads per client process: one client, shared; the default holder_scope::per_thread
+  // makes its threads exclude each other, so each thread is a worker of its own for the checker.
+  line_log log(a.get("log"));
+  auto c = connect_retry(a.get("url"), &log, true, a.get("holder"));
+  if (!c) return 0;
+  std::vector<std::thread> ts;
+  for (int k = 0; k < threads; ++k) ts.emplace_back([&a, k, &c] { lock_loop(a, k, &*c); });
+  for (auto& t : ts) t.join();
+  return 0;
+}
+
+int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
   auto url = a.get("url");
   auto prefix = a.get("prefix");
   int names = static_cast<int>(a.num("names", 3));
@@ -366,19 +406,28 @@ int run_lock(const args& a) {
   const int permits = static_cast<int>(a.num("permits", 0));
   int nest_pct = permits > 0 ? 0 : static_cast<int>(a.num("nest-pct", 0));  // a permit is never re-entered
   const int guard_pct = static_cast<int>(a.num("guard-pct", 0));
-  const std::string nest_ttl = a.get("nest-ttl", "both");  // the inner TTL: shorter|longer|both
+  const std::string nest_ttl = a.get("nest-ttl", "both");
+  const int cancel_pct = permits > 0 ? 0 : static_cast<int>(a.num("cancel-pct", 0));
+  const int race_pct = permits > 0 ? 0 : static_cast<int>(a.num("race-pct", 0));
+  const std::string broken = a.get("break");
+  const int multi_pct = permits > 0 ? 0 : static_cast<int>(a.num("multi-pct", 0));
+  const int leader_pct = permits > 0 ? 0 : static_cast<int>(a.num("leader-pct", 0));  // the inner TTL: shorter|longer|both
   const std::string label = a.get("holder");
   // The application's own writes follow the server's durability default; a run that makes it lazy
   // (the driver's --server-durability lazy) asks the worker to commit its writes durably, as a careful
   // application would, so that a lost write after a crash is sqllock's doing and not the test's.
   const bool durable_writes = a.num("durable-writes", 0) != 0;
-  line_log log(a.get("log"));
-  std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index) * 7919);
+  line_log log(thread_k == 0 ? a.get("log") : a.get("log") + ".t" + std::to_string(thread_k));
+  std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index) * 7919 ^
+                      static_cast<std::uint64_t>(thread_k) * 104729);
   auto pick = [&](long long lo, long long hi) { return std::uniform_int_distribution<long long>(lo, hi)(rng); };
 
-  log.line("P", getpid(), now_us(), index, label);
-  auto c = connect_retry(url, &log, true, label);
+  log.line("P", getpid(), now_us(), index, label, thread_k);
+  std::optional<sqllock::client> own;
+  if (!shared) own = connect_retry(url, &log, true, label);
+  sqllock::client* c = shared ? shared : (own ? &*own : nullptr);
   if (!c) return 0;
+  const std::string thread_tag = shared ? ".t" + std::to_string(thread_k) : "";
   const std::string update = "UPDATE " + res_table(prefix) +
                              " SET val = ?, token = ?, writer = ? WHERE res_id = ? AND token <= ?";
   // A guarded write carries no fence condition: the guard alone must keep a stale holder out
@@ -392,11 +441,13 @@ int run_lock(const args& a) {
   auto failed = [&](const std::string& where, const std::exception& e) {
     log.line("E", where, error_kind(e), now_us(), e.what());
     if (consecutive_errors++ == 0) first_error_us = now_us();
-    // The library reconnects by itself; a new client only when errors persist for 15 s.
-    if (consecutive_errors >= 5 && now_us() - first_error_us > 15'000'000) {
+    // The library reconnects by itself; a new client only when errors persist for 15 s (never
+    // for a client its threads share).
+    if (!shared && consecutive_errors >= 5 && now_us() - first_error_us > 15'000'000) {
       log.line("C", now_us());  // recreate the client
-      c.reset();
-      c = connect_retry(url, &log, true, label);
+      own.reset();
+      own = connect_retry(url, &log, true, label);
+      c = own ? &*own : nullptr;
       consecutive_errors = 0;
     }
     std::this_thread::sleep_for(100ms);
@@ -411,10 +462,156 @@ int run_lock(const args& a) {
     };
   };
 
+  // What inspect() shows of `name` now, as a history `check` record.
+  auto inspect_op = [&](const char* what, const std::string& name) {
+    try {
+      auto info = c->inspect(name);
+      op("check", what, name, info ? info->fencing_token : 0,
+         "holder=" + (info ? info->holder : std::string()) + ",self=" + c->holder_id() +
+             ",left_ms=" + std::to_string(info ? info->time_left.count() : 0));
+    } catch (const std::exception& e) {
+      op("check", what, name, -1, "error=" + error_kind(e));
+    }
+  };
+  std::vector<sqllock::lease_guard> broken_kept;  // --break cancel: leases the history never hears of
+
+  // Multi-lock (--multi-pct): try_acquire_all of 2 or 3 names, all or nothing. Each lease is logged
+  // as an acquisition of its own (A line and history), so every per-name check covers it; the set
+  // is released at once. A set not acquired leaves nothing behind: each name is inspected after.
+  auto run_multi = [&] {
+    std::vector<std::string> set;
+    for (int i = 0; i < names && set.size() < 3; ++i) {
+      if (pick(0, 1) == 0 || names - i <= 2 - static_cast<int>(set.size())) set.push_back(lock_name(prefix, i));
+    }
+    std::sort(set.begin(), set.end());
+    const long long ttl_ms = pick(ttl_min, ttl_max);
+    std::string joined;
+    for (const auto& n : set) joined += (joined.empty() ? "" : "+") + n;
+    for (const auto& n : set) op("invoke", "acquire", n, 0, "ttl=" + std::to_string(ttl_ms) + ",multi=" + joined);
+    const auto t_req = now_us();
+    std::optional<sqllock::multi_lease_guard> mg;
+    sqllock::lease_options lo;
+    lo.ttl = std::chrono::milliseconds(ttl_ms);
+    lo.on_lost = on_lost_of("outer");
+    std::string failure;
+    try {
+      mg = sqllock::try_acquire_all(*c, set, wait, lo);
+      if (!mg) failure = "timeout";
+    } catch (const std::exception& e) {
+      failure = error_kind(e);
+      log.line("E", "acquire", failure, now_us(), e.what());
+    }
+    if (!mg) {
+      for (const auto& n : set) op(failure == "timeout" ? "fail" : phase_of(failure), "acquire", n, 0, failure);
+      if (broken == "multi" && failure == "timeout") {  // broken: keeps what it got of the set
+        for (const auto& n : set) {
+          try {
+            if (auto part = c->try_acquire_for(n, 1500ms, lo)) broken_kept.push_back(std::move(*part));
+          } catch (const std::exception&) {
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(pick(20, 150)));
+      for (const auto& n : set) inspect_op("after_multi_fail", n);
+      if (broken_kept.size() > 4) broken_kept.erase(broken_kept.begin());
+      return;
+    }
+    consecutive_errors = 0;
+    for (std::size_t i = 0; i < mg->size(); ++i) {
+      const auto& l = (*mg)[i];
+      op("ok", "acquire", l.name(), l.fencing_token(), "multi");
+      log.line("A", l.name(), l.fencing_token(), l.holder_id() + "#" + std::to_string(getpid()) + thread_tag, t_req,
+               now_us());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(5, ttl_ms / 2)));
+    for (std::size_t i = 0; i < mg->size(); ++i) {
+      if ((*mg)[i].lost()) op("lost", "outer", (*mg)[i].name(), (*mg)[i].fencing_token(), "flag");
+    }
+    const auto got = set;
+    std::vector<std::int64_t> tokens = mg->fencing_tokens();
+    for (std::size_t i = 0; i < got.size(); ++i) op("invoke", "release", got[i], tokens[i], "multi");
+    std::string result = "ok";
+    try {
+      mg->release();
+    } catch (const std::exception& e) {
+      result = error_kind(e);
+    }
+    // release() releases every lease and rethrows the first error: which one is not known, so an
+    // error is logged for every name (fail for an owner check, unknown otherwise).
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      op(result == "ok" ? "ok" : (result == "lease_lost" || result == "not_holder") ? "fail" : "unknown", "release",
+         got[i], tokens[i], result == "ok" ? "multi" : result);
+    }
+  };
+
+  // Leader election (--leader-pct, half of it): a leader_latch on `name` for a while, then closed.
+  // Each term is logged as an acquisition (on_elected: ok acquire with the term's token, and an A
+  // line); on_revoked ends it (lost: a loss report; closed: the release's invoke), so the per-name
+  // checks see "no two leaders at once" and the term tokens like any other holds.
+  auto run_latch = [&](const std::string& name) {
+    const long long ttl_ms = pick(ttl_min, ttl_max);
+    std::mutex mu;
+    long long t_inv = now_us();
+    std::int64_t term = 0;
+    bool leading = false;
+    bool closed_leading = false;
+    op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + ",latch");
+    sqllock::leader_latch_options lo;
+    lo.lease.ttl = std::chrono::milliseconds(ttl_ms);
+    lo.retry_delay = 200ms;
+    const std::string holder = c->holder_id() + "#" + std::to_string(getpid()) + thread_tag;
+    lo.on_elected = [&](std::int64_t tok) {
+      std::lock_guard lk(mu);
+      term = tok;
+      leading = true;
+      op("ok", "acquire", name, tok, "latch");
+      log.line("A", name, tok, holder, t_inv, now_us());
+    };
+    lo.on_revoked = [&](std::int64_t tok, sqllock::leadership_end why) {
+      std::lock_guard lk(mu);
+      leading = false;
+      if (why == sqllock::leadership_end::lost) {
+        op("lost", "outer", name, tok, "revoked");
+        t_inv = now_us();
+        op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + ",latch");
+      } else {
+        closed_leading = true;
+        op("invoke", "release", name, tok, "latch");
+      }
+    };
+    {
+      sqllock::leader_latch latch(*c, name, lo);
+      std::this_thread::sleep_for(std::chrono::milliseconds(pick(ttl_ms / 2, ttl_ms * 2)));
+      latch.close();
+    }
+    std::lock_guard lk(mu);
+    if (closed_leading) {
+      op("ok", "release", name, term, "latch");  // close() returned: the lease is released
+    } else {
+      op("fail", "acquire", name, 0, "latch_closed");  // closed while not leading
+    }
+  };
+
   while (!g_stop.load() && c) {
     // With --permits, `name` is the semaphore until the acquisition, then <semaphore>#<slot>.
     auto name = lock_name(prefix, static_cast<int>(pick(0, names - 1)));
-    const long long ttl_ms = pick(ttl_min, ttl_max);
+    // Releases racing renewals: a short TTL (the watchdog renews every third of it), released at a
+    // random moment, no write; then the row must not show this lease again.
+    const bool race = pick(0, 99) < race_pct;
+    // Cancellation of a waiter: acquire_for with a stop token requested at a random moment.
+    const bool cancel = !race && pick(0, 99) < cancel_pct;
+    const long long shape = race || cancel ? 100 : pick(0, 99);
+    if (shape < multi_pct) {
+      run_multi();
+      continue;
+    }
+    if (!shared && shape < multi_pct + leader_pct / 2) {  // latches: one per client (leader.hpp)
+      run_latch(name);
+      continue;
+    }
+    // The other half of the leader share: await_leadership, otherwise an ordinary hold.
+    const bool leader_await = shape < multi_pct + leader_pct;
+    const long long ttl_ms = race ? pick(150, 400) : pick(ttl_min, ttl_max);
     const auto ttl = std::chrono::milliseconds(ttl_ms);
     std::optional<sqllock::lease_guard> g;
     std::atomic<bool> lost_cb{false};
@@ -427,9 +624,49 @@ int run_lock(const args& a) {
         lost_cb = true;
         outer_lost(n, tok);
       };
-      g = permits > 0 ? c->try_acquire_permit_for(name, permits, wait, lo) : c->try_acquire_for(name, wait, lo);
+      if (cancel) {
+        std::stop_source stop;
+        const auto cancel_after = std::chrono::milliseconds(pick(0, wait.count()));
+        std::jthread canceller([&stop, cancel_after](std::stop_token own) {
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lk(m);
+          if (!cv.wait_for(lk, own, cancel_after, [] { return false; })) stop.request_stop();
+        });
+        try {
+          g = c->acquire_for(name, wait, lo, stop.get_token());
+        } catch (const sqllock::acquire_timeout&) {
+          g.reset();
+        }
+      } else if (leader_await) {
+        try {
+          g = sqllock::await_leadership(*c, name, wait, lo);
+        } catch (const sqllock::acquire_timeout&) {
+          g.reset();
+        }
+      } else {
+        g = permits > 0 ? c->try_acquire_permit_for(name, permits, wait, lo) : c->try_acquire_for(name, wait, lo);
+      }
     } catch (const std::exception& e) {
-      op(phase_of(error_kind(e)), "acquire", name, 0, error_kind(e));
+      const auto k = error_kind(e);
+      op(phase_of(k), "acquire", name, 0, k);
+      if (k == "cancelled") {
+        if (broken == "cancel") {  // the deliberately broken variant: a lease nobody is told about
+          try {
+            sqllock::lease_options leak_lo;
+            leak_lo.ttl = std::chrono::milliseconds(ttl_min);
+            if (auto leak = c->try_acquire_for(name, 1500ms, leak_lo)) {
+              broken_kept.push_back(std::move(*leak));
+            }
+          } catch (const std::exception&) {
+          }
+        }
+        // A cancelled acquisition must leave nothing behind: after a moment (a statement still in
+        // flight would have landed), the row must not be held under a token this worker was never given.
+        std::this_thread::sleep_for(std::chrono::milliseconds(pick(20, 150)));
+        inspect_op("after_cancel", name);
+        continue;
+      }
       failed("acquire", e);
       continue;
     }
@@ -439,13 +676,45 @@ int run_lock(const args& a) {
       continue;
     }
     if (permits > 0) name = slot_name(name, g->permit());
-    op("ok", "acquire", name, g->fencing_token(), "hold=" + std::to_string(g->hold_count()));
+    op("ok", "acquire", name, g->fencing_token(),
+       "hold=" + std::to_string(g->hold_count()) + (leader_await ? ",await_leadership" : ""));
     consecutive_errors = 0;
     const std::int64_t token = g->fencing_token();
     // The label plus the pid: what the fenced write records, unique per process even when the
     // label is shared.
-    const std::string holder = g->holder_id() + "#" + std::to_string(getpid());
+    const std::string holder = g->holder_id() + "#" + std::to_string(getpid()) + thread_tag;
     log.line("A", name, token, holder, t_req, now_us());
+
+    if (race) {
+      // Hold across zero to several renewals, then release, most likely while one is in flight.
+      std::this_thread::sleep_for(std::chrono::microseconds(pick(0, ttl_ms * 1500)));
+      op("invoke", "release", name, token, "race");
+      auto t_rr = now_us();
+      std::string result = "ok";
+      const bool lost_before_release = g->lost();
+      try {
+        if (broken == "race") {  // the deliberately broken variant: claims a release it never made
+          broken_kept.push_back(std::move(*g));
+        } else {
+          g->release();
+        }
+        op("ok", "release", name, token, "race");
+      } catch (const std::exception& e) {
+        result = error_kind(e);
+        op(result == "lease_lost" || result == "not_holder" ? "fail" : phase_of(result), "release", name, token,
+           result);
+        if (result != "lease_lost" && result != "not_holder") log.line("E", "release", result, now_us(), e.what());
+      }
+      log.line("R", name, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
+      g.reset();
+      if (result == "ok") {
+        // Past the next renewal (a third of the TTL) and a late answer to one in flight.
+        std::this_thread::sleep_for(std::chrono::milliseconds(pick(ttl_ms / 2, ttl_ms * 3 / 2)));
+        inspect_op("after_release", name);
+      }
+      if (broken_kept.size() > 4) broken_kept.erase(broken_kept.begin());
+      continue;
+    }
 
     // Reentrant nesting: inner guards on the same name, TTL shorter or longer than the outer
     // one, released before the outer; the outer keeps holding past the inner TTL, so an inner

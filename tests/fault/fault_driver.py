@@ -7,6 +7,7 @@ reads every per-process log and the database and checks the guarantees. Prints o
 exits 1 on any violation. Standard library only."""
 
 import argparse
+import json
 import bisect
 import glob
 import os
@@ -18,6 +19,10 @@ import subprocess
 import sys
 import time
 import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_history  # noqa: E402  (the history checker, tests/fault/check_history.py)
 
 FAKETIME_LIB_CANDIDATES = [
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -1142,266 +1147,27 @@ class Driver:
             best = max(best, end)
         return best
 
-    def critical_sections(self, per_proc):
-        """Per lock loop and name: from an acquire's ok to the first of its release's invoke, a loss
-        report to it, or its death (SIGKILL by the driver). A loop holds several names at once only
-        in a multi-lock (acquire_all)."""
-        kills = {ev["pid"]: ev["t"] for ev in self.events if ev["kind"] == "kill"}
-        out = []
-        for p, recs in per_proc:
-            cur = {}  # name -> the open critical section
-            t_inv = {}
-            for r in recs:
-                name = r["name"]
-                if r["op"] == "acquire" and r["phase"] == "invoke":
-                    t_inv[name] = r["t"]
-                if r["op"] == "acquire" and r["phase"] == "ok":
-                    cur[name] = dict(name=name, token=r["token"], pid=p.pid, who=p.who, index=p.index,
-                                     label=r["label"], s=r["t"], e=None, how=None, start=r,
-                                     t_inv=t_inv.get(name) or r["t"])
-                    out.append(cur[name])
-                elif name in cur and cur[name]["e"] is None:
-                    c = cur[name]
-                    if r["phase"] == "lost":
-                        c["e"], c["how"], c["end"] = r["t"], f"told of its loss ({r['op']}, {r['detail']})", r
-                    elif r["op"] == "release" and r["phase"] == "invoke":
-                        c["e"], c["how"], c["end"] = r["t"], "release invoked", r
-                if r["op"] == "release" and r["phase"] != "invoke":
-                    cur.pop(name, None)
-            for c in cur.values():
-                if c["e"] is None:
-                    t_end = kills.get(p.pid, max((r["t"] for r in recs), default=c["s"]))
-                    c["e"], c["how"], c["end"] = t_end, "process killed" if p.pid in kills else "log ends", None
-        return out
+    def write_history(self):
+        """The recorded history, one file (check_history.py's input): every lock loop's O records,
+        the driver's fault events and server restarts, the run's --permits."""
+        self.history_path = os.path.join(self.out, "history.txt")
+        check_history.write_history(self.history_path, self.read_history(), self.events, self.restarts,
+                                    self.permits)
 
-    def window(self, per_proc, name, x, x_t1, y, limit=14):
-        """The smallest window of `name`'s history that shows a conflict between critical sections
-        x and y: x's records from its acquisition to x_t1, y's from its acquire invoke to its ok;
-        merged in time order, as printable lines (times relative to x's acquisition)."""
-        t0 = x["s"]
-        recs = sorted((r for _, rs in per_proc for r in rs if r["name"] in (name, base_name(name)) and (
-            (r["who"] == x["who"] and x["s"] <= r["t"] <= x_t1) or
-            (r["who"] == y["who"] and y["t_inv"] <= r["t"] <= y["s"]))), key=lambda r: r["t"])
-        lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  worker {r['index']:>4} pid {r['pid']:>7}"
-                 f"{' label ' + r['label'] if r['label'] else ''}: {r['phase']:<7} {r['op']:<13} "
-                 f"token {r['token']} {r['detail']}" for r in recs]
-        if len(lines) > limit:
-            lines = lines[:limit // 2] + [f"      ... {len(lines) - limit} more ..."] + lines[-limit // 2:]
-        return "\n" + "\n".join(lines)
-
-    def check_history(self):
-        """Whole-history checks, per name: no two critical sections of different workers overlap
-        (CLOCK_MONOTONIC on one machine orders them; no margin); no token handed out twice; a
-        holder told of its loss no later than another acquired. Each violation prints the smallest
-        window of history that shows it."""
-        per_proc = self.read_history()
-        css = self.critical_sections(per_proc)
-        self.hist = dict(critical_sections=len(css), overlap=0, late_loss_report=0, token_reused=0,
-                         excused_paused=0, guarded_writes=0, stale_guarded_write=0)
-        self.check_guarded_writes(per_proc)
-        stops = [ev for ev in self.events if ev["kind"] == "stop"]
-        by_name = {}
-        for cs in css:
-            by_name.setdefault(cs["name"], []).append(cs)
-        for name, lst in by_name.items():
-            lst.sort(key=lambda c: c["s"])
-            active = []
-            for y in lst:
-                active = [x for x in active if x["e"] > y["s"]]
-                for x in active:
-                    if x["who"] == y["who"]:
-                        continue
-                    # A frozen process (SIGSTOP, the GC pause) cannot be told in time: fencing covers
-                    # it, checked elsewhere (stale_write_applied, stopped_holder_*).
-                    if any(ev["pid"] == x["pid"] and ev["t"] <= y["s"] and (ev["t_end"] or y["s"]) >= x["s"]
-                           for ev in stops):
-                        self.hist["excused_paused"] += 1
-                        continue
-                    kind = "late_loss_report" if x["how"].startswith("told") else "overlap"
-                    self.hist[kind] += 1
-                    shared = " (both given holder label " + x["label"] + ")" if x["label"] and \
-                        x["label"] == y["label"] else ""
-                    self.v.add(kind, f"{name}: worker {x['index']} (token {x['token']}) held from +0 to "
-                                     f"+{(x['e'] - x['s']) / 1000:.3f} ms ({x['how']}); worker {y['index']} "
-                                     f"acquired token {y['token']} at +{(y['s'] - x['s']) / 1000:.3f} ms{shared}:" +
-                               self.window(per_proc, name, x, x["e"], y))
-                active.append(y)
-            seen = {}
-            for y in lst:
-                x = seen.get(y["token"])
-                if x:
-                    self.hist["token_reused"] += 1
-                    self.v.add("token_reused", f"{name}: token {y['token']} handed out to worker {x['index']} at +0 "
-                                               f"and again to worker {y['index']} at +{(y['s'] - x['s']) / 1000:.3f} ms:" +
-                               self.window(per_proc, name, x, x["e"], y))
-                else:
-                    seen[y["token"]] = y
-        if getattr(self, "permits", 0):
-            self.check_semaphores(per_proc, css, stops)
-        self.check_after_checks(per_proc)
-
-    def check_after_checks(self, per_proc):
-        """The `check` records (inspect() of the lock row) after a cancelled wait and after an
-        acknowledged release of a short lease racing its renewals (worker --cancel-pct, --race-pct).
-        after_release: the row must not show the released token again (a renewal in flight, or
-        sent late, must not bring the lease back); no excuse, a fault cannot make it right.
-        after_cancel: the row must not be held under this worker's own label with a token it was
-        never given (the cancelled acquisition left a lease behind); the same after a multi-lock set
-        that was not acquired (after_multi_fail: all or nothing). A worker whose label is shared, or
-        whose process runs several lock loops, is not judged, and one touched by a fault (or a server restart) since the invoke is excused:
-        an acquire whose answer was lost may leave a row that simply expires."""
-        self.hist.update(cancelled_waits=0, cancel_checks=0, multi_fail_checks=0, check_unjudged_threads=0,
-                         cancel_excused=0, cancel_leak=0, multi_leak=0,
-                         race_releases=0, release_checks=0, released_lease_resurrected=0, multi_leases=0,
-                         latch_terms=0, await_leadership=0)
-        labels = {}
-        for p, _ in per_proc:
-            if getattr(p, "holder_label", None):
-                labels.setdefault(p.holder_label, set()).add(p.pid)
-        labels = {k: len(v) for k, v in labels.items()}
-        acknowledged = {(r["name"], r["token"]) for _, recs in per_proc for r in recs
-                        if r["op"] == "acquire" and r["phase"] == "ok"}
-        for p, recs in per_proc:
-            t_cancel_inv = {}
-            released = {}
-            for r in recs:
-                if r["op"] == "acquire" and r["phase"] == "invoke":
-                    t_cancel_inv[r["name"]] = r["t"]
-                elif r["op"] == "acquire" and r["phase"] == "ok":
-                    if r["detail"] == "latch":
-                        self.hist["latch_terms"] += 1
-                    elif r["detail"] == "multi":
-                        self.hist["multi_leases"] += 1
-                    elif r["detail"].endswith("await_leadership"):
-                        self.hist["await_leadership"] += 1
-                elif r["op"] == "acquire" and r["detail"] == "cancelled":
-                    self.hist["cancelled_waits"] += 1
-                elif r["op"] == "release" and r["phase"] == "ok" and r["detail"] == "race":
-                    self.hist["race_releases"] += 1
-                    released[r["name"]] = r
-                elif r["phase"] == "check" and r["op"] == "after_release":
-                    rel = released.pop(r["name"], None)
-                    if rel is None or r["token"] <= 0:
-                        continue
-                    self.hist["release_checks"] += 1
-                    if r["token"] == rel["token"]:
-                        self.hist["released_lease_resurrected"] += 1
-                        self.v.add("released_lease_resurrected",
-                                   f"{r['name']}: worker {p.index} pid {p.pid} was acknowledged the release of token "
-                                   f"{rel['token']}, yet {(r['t'] - rel['t']) / 1000:.3f} ms later the lock row holds "
-                                   f"that token again ({r['detail']}):" + self.simple_window(recs, rel["t"], r["t"], r["name"]))
-                elif r["phase"] == "check" and r["op"] in ("after_cancel", "after_multi_fail"):
-                    self.hist["cancel_checks" if r["op"] == "after_cancel" else "multi_fail_checks"] += 1
-                    fields = dict(kv.split("=", 1) for kv in r["detail"].split(",") if "=" in kv)
-                    holder, me = fields.get("holder", ""), fields.get("self", "")
-                    if r["token"] <= 0 or holder != me or labels.get(me, 0) > 1:
-                        continue
-                    if getattr(p.proc, "threads", 1) > 1:
-                        # Another thread of the process shares the label, and a set it is still
-                        # acquiring (or failed to) holds names under tokens never acknowledged.
-                        self.hist["check_unjudged_threads"] += 1
-                        continue
-                    if (r["name"], r["token"]) in acknowledged:
-                        continue  # a lease somebody was given (e.g. a release of its own still being re-sent)
-                    t0 = t_cancel_inv.get(r["name"], r["t"])
-                    if hasattr(self, "events") and self.touched_safe(p.pid, t0, r["t"]):
-                        self.hist["cancel_excused"] += 1
-                        continue
-                    multi = r["op"] == "after_multi_fail"
-                    self.hist["multi_leak" if multi else "cancel_leak"] += 1
-                    self.v.add("multi_lock_not_all_or_nothing" if multi else "cancelled_acquisition_leaked",
-                               f"{r['name']}: worker {p.index} pid {p.pid} "
-                               f"{'failed to acquire its set (acquire_all)' if multi else 'had its wait cancelled'}, yet "
-                               f"{(r['t'] - t0) / 1000:.3f} ms after the acquire began the lock row is held under its "
-                               f"own label with token {r['token']}, which it was never given ({r['detail']}):" +
-                               self.simple_window(recs, t0, r["t"], r["name"]))
-
-    def touched_safe(self, pid, t0, t1):
-        """touched(), also for an offline re-check (no restart list then: events only)."""
-        if not hasattr(self, "restarts"):
-            self.restarts = []
-        return self.touched(pid, t0, t1)
-
-    @staticmethod
-    def simple_window(recs, t0, t1, name, limit=14):
-        """One worker's records of `name` from t0 to t1, printable (times relative to t0)."""
-        lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  pid {r['pid']:>7}: {r['phase']:<7} {r['op']:<13} "
-                 f"token {r['token']} {r['detail']}" for r in recs if t0 <= r["t"] <= t1 and r["name"] == name]
-        if len(lines) > limit:
-            lines = lines[:limit // 2] + [f"      ... {len(lines) - limit} more ..."] + lines[-limit // 2:]
-        return "\n" + "\n".join(lines)
-
-    def check_semaphores(self, per_proc, css, stops):
-        """--permits N: every critical section is named <semaphore>#<slot>, so the checks above prove
-        per-slot exclusion and per-slot token order. Here, per semaphore: the slot is in 0..N-1, and
-        never more than N critical sections of different workers overlap (a holder frozen by SIGSTOP
-        across another's acquisition is not counted, as above); catches a library that hands out
-        more permits than N under slot numbers that look right."""
-        n_permits = self.permits
-        self.hist.update(slot_out_of_range=0, semaphore_over_capacity=0, max_inside=0, capacity_excused_paused=0)
-        by_sem = {}
-        for cs in css:
-            sem, hash_, slot = cs["name"].rpartition("#")
-            if not hash_ or not slot.isdigit() or int(slot) >= n_permits:
-                self.hist["slot_out_of_range"] += 1
-                self.v.add("permit_slot_out_of_range", f"{cs['name']}: worker {cs['index']} token {cs['token']} "
-                                                       f"holds a permit outside slots 0..{n_permits - 1}")
-            by_sem.setdefault(sem if hash_ else cs["name"], []).append(cs)
-        for sem, lst in by_sem.items():
-            lst.sort(key=lambda c: c["s"])
-            active = []
-            for y in lst:
-                active = [x for x in active if x["e"] > y["s"]]
-                inside = []
-                for x in active:
-                    if x["who"] == y["who"]:
-                        continue
-                    if any(ev["pid"] == x["pid"] and ev["t"] <= y["s"] and (ev["t_end"] or y["s"]) >= x["s"]
-                           for ev in stops):
-                        self.hist["capacity_excused_paused"] += 1
-                        continue
-                    inside.append(x)
-                self.hist["max_inside"] = max(self.hist["max_inside"], len(inside) + 1)
-                if len(inside) + 1 > n_permits:
-                    self.hist["semaphore_over_capacity"] += 1
-                    lines = [f"      worker {x['index']:>4} pid {x['pid']:>7} {x['name']} token {x['token']}: "
-                             f"from {(x['s'] - y['s']) / 1000:+.3f} ms to {(x['e'] - y['s']) / 1000:+.3f} ms "
-                             f"({x['how']})" for x in inside + [y]]
-                    self.v.add("semaphore_over_capacity",
-                               f"{sem}: {len(inside) + 1} critical sections inside at once with {n_permits} permits "
-                               f"(times relative to worker {y['index']}'s acquisition):\n" + "\n".join(lines))
-                active.append(y)
-
-    def check_guarded_writes(self, per_proc):
-        """A write made in a guarded transaction (require_lease) commits only while its lease is held:
-        no acquisition of the name with a larger token may have been acknowledged before the write
-        even began. Not excused by pauses: a frozen holder's guarded write must be refused."""
-        acks = {}
-        for _, recs in per_proc:
-            for r in recs:
-                if r["op"] == "acquire" and r["phase"] == "ok":
-                    acks.setdefault(r["name"], []).append(r)
-        for _, recs in per_proc:
-            pending = None
-            for r in recs:
-                if r["op"] != "write":
-                    continue
-                if r["phase"] == "invoke":
-                    pending = r if r["detail"].endswith(":guarded") else None
-                    continue
-                if pending is None or r["phase"] != "ok" or r["detail"] != "applied":
-                    pending = None
-                    continue
-                w, pending = pending, None
-                self.hist["guarded_writes"] += 1
-                later = [a for a in acks.get(w["name"], []) if a["token"] > w["token"] and a["t"] < w["t"]]
-                if later:
-                    a = min(later, key=lambda x: x["t"])
-                    self.hist["stale_guarded_write"] += 1
-                    self.v.add("stale_guarded_write",
-                               f"{w['name']}: worker {w['index']} committed a guarded write with token {w['token']} "
-                               f"begun {(w['t'] - a['t']) / 1000:.3f} ms after worker {a['index']} was acknowledged "
-                               f"token {a['token']}")
+    def run_history_checker(self):
+        """check_history.py on the recorded history, as its own program: its violations are this
+        run's, its counts go into the summary."""
+        r = subprocess.run([sys.executable, os.path.join(HERE, "check_history.py"), "--json", self.history_path],
+                           capture_output=True, text=True, timeout=600)
+        try:
+            res = json.loads(r.stdout)
+        except ValueError:
+            self.v.add("history_checker_failed", f"check_history.py exited {r.returncode}: {r.stderr.strip()[-400:]}")
+            self.hist = {}
+            return
+        self.hist = res["counts"]
+        for kind, detail in res["violations"]:
+            self.v.add(kind, detail)
 
     def excused(self, pid, t0, t1):
         """True when a stop of this process or a server restart overlapped [t0, t1]."""
@@ -1476,7 +1242,8 @@ class Driver:
                 f.write(repr(ev) + "\n")
         db = self.dump()
         self.check_lock_phase(db, verify_lines)
-        self.check_history()
+        self.write_history()
+        self.run_history_checker()
         inv_parts = []
         for strategy in inv:
             sold, stock = self.check_inventory(db, strategy, inv[strategy][0])
@@ -1546,26 +1313,19 @@ class LoggedProc:
 
 
 def recheck(directory, print_max, permits=0):
-    """Runs the whole-history checks again on the logs a run kept (lock_*.log, events.txt)."""
+    """Runs the whole-history checks again on the logs a run kept (lock_*.log, events.txt); a run
+    of this version also kept history.txt, which check_history.py reads directly."""
     import ast
-    import glob
     d = Driver.__new__(Driver)
-    d.permits = permits
-    d.v = Violations()
     d.lock_procs_all = [LoggedProc(p) for p in sorted(glob.glob(os.path.join(directory, "lock_*.log")))]
-    d.events = []
+    events = []
     ev_path = os.path.join(directory, "events.txt")
     if os.path.exists(ev_path):
         with open(ev_path) as f:
-            d.events = [ast.literal_eval(line) for line in f if line.strip()]
-    d.check_history()
-    printed = {}
-    for kind, detail in d.v.items:
-        printed[kind] = printed.get(kind, 0) + 1
-        if printed[kind] <= print_max:
-            print(f"VIOLATION {kind}: {detail}")
-    print(f"history[{','.join(f'{k}={v}' for k, v in d.hist.items())}] violations={d.v.count()}")
-    return 0 if d.v.count() == 0 else 1
+            events = [ast.literal_eval(line) for line in f if line.strip()]
+    path = os.path.join(directory, "history.rechecked.txt")
+    check_history.write_history(path, d.read_history(), events, [], permits)
+    return check_history.main([path, "--print-max", str(print_max)])
 
 
 def main():

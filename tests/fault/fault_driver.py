@@ -205,6 +205,7 @@ class Driver:
     def __init__(self, opts):
         self.o = opts
         self.permits = opts.permits  # >= 2: every name is a semaphore; lock workers take one permit
+        self.tables = opts.tables if opts.tables > 1 and not opts.permits else 1  # lock tables on the server
         self.backend = opts.backend
         self.rng = random.Random(opts.seed)
         # Tables and names unique per run, also when a seed is replayed (a failed run keeps its tables).
@@ -246,6 +247,8 @@ class Driver:
         cmd = [self.o.worker, mode, "--url", url or self.o.url, "--prefix", self.prefix, "--names", str(self.o.names)]
         if self.permits:
             cmd += ["--permits", str(self.permits)]
+        if self.tables > 1 and mode in ("setup", "verify", "dump", "cleanup"):
+            cmd += ["--tables", str(self.tables)]
         for k, val in kw.items():
             cmd += ["--" + k.replace("_", "-"), str(val)]
         return cmd
@@ -387,11 +390,15 @@ class Driver:
         def kw_of(slot):
             kw = dict(lock_kw, holder="shared-" + self.prefix) if slot in shared else dict(lock_kw)
             # 1 to 16 lock loops per client process (threads sharing one client): a fixed number, or
-            # drawn per process (mix: mostly 1, sometimes 2, 4 or 16).
-            n = self.rng.choice((1, 1, 1, 1, 2, 2, 4, 16)) if o.threads_per_client == "mix" else \
-                int(o.threads_per_client)
+            # mix: one slot's process runs 2, 4, 8 or 16 threads (drawn again at each respawn), the
+            # others one (more would only make every waiter time out on the few names).
+            n = (self.rng.choice((2, 4, 8, 16)) if slot == o.workers // 2 else 1) \
+                if o.threads_per_client == "mix" else int(o.threads_per_client)
             if n > 1:
                 kw["threads"] = n
+            # Several lock tables: slot s uses table s % --tables (its names logged <name>@<k>).
+            if self.tables > 1 and slot % self.tables:
+                kw["table_index"] = slot % self.tables
             return kw
         # Partitions and lost answers: one fault_proxy per lock-worker slot between it and the server.
         want_proxy = self.backend != "sqlite" and (o.proxy_mode == "on" or (
@@ -709,8 +716,10 @@ class Driver:
         """The lock row of the operation acknowledged just before the crash, read after recovery."""
         op, name, token, t_ack = ack
         ev.update(op=op, name=name, token=token, ms_after_ack=(t - t_ack) / 1000)
-        row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM sqllock_locks "
-                             f"WHERE name = '{lock_row_of(name)}'").replace("|", " ").split()
+        plain, at, k = name.rpartition("@")
+        table = f"{self.prefix}_lt{k}" if at else "sqllock_locks"  # --tables: <name>@<k> lives in table k
+        row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM {table} "
+                             f"WHERE name = '{lock_row_of(plain if at else name)}'").replace("|", " ").split()
         if len(row) != 2:
             self.v.add("crash_check_failed", f"no lock row for {name} after the crash ({row})")
             return
@@ -1285,7 +1294,7 @@ class Driver:
               f"nest_pct={0 if self.permits else o.nest_pct}({o.nest_ttl}) permits={self.permits} "
               f"threads_per_client={o.threads_per_client}(loops={len(views_of(self.lock_procs_all))}) "
               f"pg_setting={o.pg_setting} cancel_pct={o.cancel_pct} race_pct={o.race_pct} "
-              f"multi_pct={o.multi_pct} leader_pct={o.leader_pct} "
+              f"multi_pct={o.multi_pct} leader_pct={o.leader_pct} tables={self.tables} "
               f"durability={o.server_durability}"
               f"{'(flush=%d)' % o.mysql_flush if o.server_durability == 'lazy' and self.backend == 'mysql' else ''}"
               f"{'(refusal_checked)' if self.refusal_checked else ''}"
@@ -1400,8 +1409,11 @@ def main():
                          "PgBouncer in transaction mode: --pgbouncer-url or SQLLOCK_TEST_PGBOUNCER_URL)")
     ap.add_argument("--pgbouncer-url", default=os.environ.get("SQLLOCK_TEST_PGBOUNCER_URL", ""))
     ap.add_argument("--threads-per-client", default="mix",
-                    help="lock loops per worker process, threads sharing one client: 1 to 16, or mix (drawn "
-                         "per process from 1,1,1,1,2,2,4,16)")
+                    help="lock loops per worker process, threads sharing one client: 1 to 16, or mix (one "
+                         "process of 2, 4, 8 or 16 threads, drawn at each respawn; the others 1)")
+    ap.add_argument("--tables", type=int, default=2,
+                    help="lock tables on the server (1-3): worker slot s uses table s %% N, the same names "
+                         "(logged <name>@<k>), so every check is per table and name; 1 with --permits")
     ap.add_argument("--print-max", type=int, default=5, help="violations printed per kind")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")
@@ -1414,6 +1426,8 @@ def main():
         ap.error("--permits must be 0 (locks) or at least 2")
     if o.threads_per_client != "mix" and not (o.threads_per_client.isdigit() and 1 <= int(o.threads_per_client) <= 16):
         ap.error("--threads-per-client: 1 to 16, or mix")
+    if not 1 <= o.tables <= 3:
+        ap.error("--tables: 1 to 3")
     bad = set(o.pg_setting.split(",")) - {"default", "serializable", "pgbouncer"}
     if bad:
         ap.error(f"--pg-setting: unknown {sorted(bad)} (known: default, serializable, pgbouncer)")

@@ -21,6 +21,9 @@
 //                          [--multi-pct N]        (N % of the iterations: try_acquire_all of 2-3 names)
 //                          [--leader-pct N]       (N % of the iterations: half a leader_latch on the name for a
 //                                                  while, half await_leadership in place of try_acquire_for)
+//                          [--table-index K]      (lock table K of --tables: K >= 1 is <prefix>_lt<K>, the
+//                                                  same names, logged <name>@<K>; setup, verify, dump and
+//                                                  cleanup take --tables N to cover them all)
 //                          [--threads N]          (N lock loops on one shared client, thread k >= 1 logging
 //                                                  to <log>.t<k>; the P line's 6th field is k)
 //                          [--permits N]          (N >= 2: each name is a counting semaphore of N permits;
@@ -164,6 +167,21 @@ std::string dialect_of(const std::string& url) {
 }
 
 std::string lock_name(const std::string& prefix, int i) { return prefix + "_lock" + std::to_string(i); }
+// Several lock tables on one server (--tables K, no permits): table 0 is the default sqllock_locks,
+// table k >= 1 is <prefix>_lt<k>, with the same lock names; a name of table k is logged (and its
+// fenced resource row named) <name>@<k>, so every check is per table and name.
+std::string lock_table_name(const std::string& prefix, int k) {
+  return k == 0 ? std::string("sqllock_locks") : prefix + "_lt" + std::to_string(k);
+}
+int table_count(const args& a) { return a.num("permits", 0) > 0 ? 1 : static_cast<int>(a.num("tables", 1)); }
+int table_index_of(const std::string& logged) {
+  auto at = logged.rfind('@');
+  return at == std::string::npos ? 0 : std::stoi(logged.substr(at + 1));
+}
+std::string without_table(const std::string& logged) {
+  auto at = logged.rfind('@');
+  return at == std::string::npos ? logged : logged.substr(0, at);
+}
 std::string res_table(const std::string& prefix) { return prefix + "_res"; }
 // With --permits: the name a permit is logged and written under (one "name" per slot for the checker).
 std::string slot_name(const std::string& semaphore, int slot) { return semaphore + "#" + std::to_string(slot); }
@@ -172,13 +190,16 @@ std::vector<std::string> logged_names(const args& a) {
   std::vector<std::string> out;
   const int permits = static_cast<int>(a.num("permits", 0));
   for (int i = 0; i < a.num("names", 3); ++i) {
-    if (permits == 0) out.push_back(lock_name(a.get("prefix"), i));
+    for (int k = 0; permits == 0 && k < table_count(a); ++k) {
+      out.push_back(lock_name(a.get("prefix"), i) + (k == 0 ? "" : "@" + std::to_string(k)));
+    }
     for (int k = 0; k < permits; ++k) out.push_back(slot_name(lock_name(a.get("prefix"), i), k));
   }
   return out;
 }
 // The lock-table row of a logged name: the lock name itself, or the permit row of <semaphore>#<slot>.
-std::string lock_row_of(const std::string& logged) {
+std::string lock_row_of(const std::string& logged_with_table) {
+  const std::string logged = without_table(logged_with_table);
   auto hash = logged.rfind('#');
   if (hash == std::string::npos) return logged;
   return sqllock::detail::permit_row_name(logged.substr(0, hash), std::stoi(logged.substr(hash + 1)));
@@ -202,8 +223,9 @@ const std::vector<std::string> strategies = {"atomic", "cas", "rowlock"};
 
 // Connect, retrying while the database is unreachable (restarts), until stopped.
 std::optional<sqllock::client> connect_retry(const std::string& url, line_log* log, bool require_schema = true,
-                                             const std::string& holder_label = {}) {
+                                             const std::string& holder_label = {}, const std::string& table = {}) {
   sqllock::client_options o;
+  if (!table.empty()) o.table = table;
   o.require_schema = require_schema;
   o.holder_id = holder_label;  // a label several workers may share (--holder); empty: the default
   for (int attempt = 0; !g_stop.load(); ++attempt) {
@@ -226,6 +248,7 @@ int run_setup(const args& a) {
   auto d = dialect_of(url);
   auto c = connect_retry(url, nullptr, false);
   c->migrate();
+  for (int k = 1; k < table_count(a); ++k) connect_retry(url, nullptr, false, {}, lock_table_name(prefix, k))->migrate();
   std::string seq = d == "postgresql" ? "seq BIGSERIAL PRIMARY KEY"
                     : d == "mysql"    ? "seq BIGINT AUTO_INCREMENT PRIMARY KEY"
                                       : "seq INTEGER PRIMARY KEY AUTOINCREMENT";
@@ -273,7 +296,9 @@ int run_dump(const args& a) {
               << col(r, 4) << '\n';
   }
   for (const auto& name : logged_names(a)) {  // printed under the logged name (<semaphore>#<slot>)
-    auto rows = tx.query("SELECT token, holder_id FROM sqllock_locks WHERE name = ?", {lock_row_of(name)});
+    auto rows = tx.query("SELECT token, holder_id FROM " + lock_table_name(prefix, table_index_of(name)) +
+                             " WHERE name = ?",
+                         {lock_row_of(name)});
     for (const auto& r : rows) std::cout << "LOCK\t" << name << '\t' << col(r, 0) << '\t' << col(r, 1) << '\n';
   }
   for (const auto& s : strategies) {
@@ -305,7 +330,9 @@ int run_cleanup(const args& a) {
   }
   tx.commit();
   auto tx2 = c->begin();
-  for (const auto& name : logged_names(a)) tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {lock_row_of(name)});
+  for (const auto& name : logged_names(a)) {
+    tx2.execute("DELETE FROM " + lock_table_name(prefix, table_index_of(name)) + " WHERE name = ?", {lock_row_of(name)});
+  }
   if (a.num("permits", 0) > 0) {
     for (int i = 0; i < a.num("names", 3); ++i) {
       tx2.execute("DELETE FROM sqllock_locks_semaphores WHERE name = ?", {lock_name(a.get("prefix"), i)});
@@ -352,14 +379,20 @@ int run_verify(const args& a) {
     }
     return bad == 0 ? 0 : 1;
   }
-  for (int i = 0; i < a.num("names", 3); ++i) {
-    auto name = lock_name(a.get("prefix"), i);
+  std::vector<std::optional<sqllock::client>> per_table;  // table k >= 1: a client of its own
+  for (int k = 1; k < table_count(a); ++k) {
+    per_table.push_back(connect_retry(a.get("url"), nullptr, true, {}, lock_table_name(a.get("prefix"), k)));
+  }
+  for (const auto& logged : logged_names(a)) {
+    const int k = table_index_of(logged);
+    auto& tc = k == 0 ? c : per_table.at(static_cast<std::size_t>(k - 1));
+    auto name = logged;  // printed as logged (<name>@<k>)
     auto t0 = now_us();
     std::optional<sqllock::lease_guard> g;
     try {
       sqllock::lease_options lo;
       lo.ttl = 5s;
-      g = c->try_acquire_for(name, bound, lo);
+      g = tc->try_acquire_for(without_table(logged), bound, lo);
     } catch (const std::exception& e) {
       std::cout << "V\t" << name << "\t0\terror:" << error_kind(e) << '\t' << (now_us() - t0) / 1000 << '\n';
       ++bad;
@@ -385,7 +418,9 @@ int run_lock(const args& a) {
   // 1 to 16 threads per client process: one client, shared; the default holder_scope::per_thread
   // makes its threads exclude each other, so each thread is a worker of its own for the checker.
   line_log log(a.get("log"));
-  auto c = connect_retry(a.get("url"), &log, true, a.get("holder"));
+  const int table_k = static_cast<int>(a.num("table-index", 0));
+  auto c = connect_retry(a.get("url"), &log, true, a.get("holder"),
+                         table_k ? lock_table_name(a.get("prefix"), table_k) : std::string());
   if (!c) return 0;
   std::vector<std::thread> ts;
   for (int k = 0; k < threads; ++k) ts.emplace_back([&a, k, &c] { lock_loop(a, k, &*c); });
@@ -406,12 +441,12 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
   const int permits = static_cast<int>(a.num("permits", 0));
   int nest_pct = permits > 0 ? 0 : static_cast<int>(a.num("nest-pct", 0));  // a permit is never re-entered
   const int guard_pct = static_cast<int>(a.num("guard-pct", 0));
-  const std::string nest_ttl = a.get("nest-ttl", "both");
+  const std::string nest_ttl = a.get("nest-ttl", "both");  // the inner TTL: shorter|longer|both
   const int cancel_pct = permits > 0 ? 0 : static_cast<int>(a.num("cancel-pct", 0));
   const int race_pct = permits > 0 ? 0 : static_cast<int>(a.num("race-pct", 0));
   const std::string broken = a.get("break");
   const int multi_pct = permits > 0 ? 0 : static_cast<int>(a.num("multi-pct", 0));
-  const int leader_pct = permits > 0 ? 0 : static_cast<int>(a.num("leader-pct", 0));  // the inner TTL: shorter|longer|both
+  const int leader_pct = permits > 0 ? 0 : static_cast<int>(a.num("leader-pct", 0));
   const std::string label = a.get("holder");
   // The application's own writes follow the server's durability default; a run that makes it lazy
   // (the driver's --server-durability lazy) asks the worker to commit its writes durably, as a careful
@@ -423,8 +458,12 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
   auto pick = [&](long long lo, long long hi) { return std::uniform_int_distribution<long long>(lo, hi)(rng); };
 
   log.line("P", getpid(), now_us(), index, label, thread_k);
+  // --table-index k: this worker's client uses lock table k; its names are logged <name>@<k>.
+  const int table_k = static_cast<int>(a.num("table-index", 0));
+  const std::string table = table_k ? lock_table_name(prefix, table_k) : std::string();
+  const std::string sfx = table_k ? "@" + std::to_string(table_k) : std::string();
   std::optional<sqllock::client> own;
-  if (!shared) own = connect_retry(url, &log, true, label);
+  if (!shared) own = connect_retry(url, &log, true, label, table);
   sqllock::client* c = shared ? shared : (own ? &*own : nullptr);
   if (!c) return 0;
   const std::string thread_tag = shared ? ".t" + std::to_string(thread_k) : "";
@@ -446,19 +485,19 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     if (!shared && consecutive_errors >= 5 && now_us() - first_error_us > 15'000'000) {
       log.line("C", now_us());  // recreate the client
       own.reset();
-      own = connect_retry(url, &log, true, label);
+      own = connect_retry(url, &log, true, label, table);
       c = own ? &*own : nullptr;
       consecutive_errors = 0;
     }
     std::this_thread::sleep_for(100ms);
   };
   // The history: one O line per event (see the top of this file).
-  auto op = [&log](const char* phase, const char* what, const std::string& name, std::int64_t token,
-                   const std::string& detail) { log.line("O", now_us(), phase, what, name, token, detail); };
+  auto op = [&log, &sfx](const char* phase, const char* what, const std::string& name, std::int64_t token,
+                         const std::string& detail) { log.line("O", now_us(), phase, what, name + sfx, token, detail); };
   // on_lost gets the lock-row name: for a permit, its row name, logged as <semaphore>#<slot>.
-  auto on_lost_of = [&log](const char* which) {
-    return [&log, which](const std::string& n, std::int64_t tok) {
-      log.line("O", now_us(), "lost", which, logged_name_of_row(n), tok, "callback");
+  auto on_lost_of = [&log, &sfx](const char* which) {
+    return [&log, &sfx, which](const std::string& n, std::int64_t tok) {
+      log.line("O", now_us(), "lost", which, logged_name_of_row(n) + sfx, tok, "callback");
     };
   };
 
@@ -520,7 +559,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     for (std::size_t i = 0; i < mg->size(); ++i) {
       const auto& l = (*mg)[i];
       op("ok", "acquire", l.name(), l.fencing_token(), "multi");
-      log.line("A", l.name(), l.fencing_token(), l.holder_id() + "#" + std::to_string(getpid()) + thread_tag, t_req,
+      log.line("A", l.name() + sfx, l.fencing_token(), l.holder_id() + "#" + std::to_string(getpid()) + thread_tag, t_req,
                now_us());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(pick(5, ttl_ms / 2)));
@@ -565,7 +604,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       term = tok;
       leading = true;
       op("ok", "acquire", name, tok, "latch");
-      log.line("A", name, tok, holder, t_inv, now_us());
+      log.line("A", name + sfx, tok, holder, t_inv, now_us());
     };
     lo.on_revoked = [&](std::int64_t tok, sqllock::leadership_end why) {
       std::lock_guard lk(mu);
@@ -672,7 +711,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
     if (!g) {
       op("fail", "acquire", name, 0, "timeout");
-      log.line("N", name, t_req, now_us());
+      log.line("N", name + sfx, t_req, now_us());
       continue;
     }
     if (permits > 0) name = slot_name(name, g->permit());
@@ -683,7 +722,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     // The label plus the pid: what the fenced write records, unique per process even when the
     // label is shared.
     const std::string holder = g->holder_id() + "#" + std::to_string(getpid()) + thread_tag;
-    log.line("A", name, token, holder, t_req, now_us());
+    log.line("A", name + sfx, token, holder, t_req, now_us());
 
     if (race) {
       // Hold across zero to several renewals, then release, most likely while one is in flight.
@@ -705,7 +744,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
            result);
         if (result != "lease_lost" && result != "not_holder") log.line("E", "release", result, now_us(), e.what());
       }
-      log.line("R", name, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
+      log.line("R", name + sfx, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
       g.reset();
       if (result == "ok") {
         // Past the next renewal (a third of the TTL) and a late answer to one in flight.
@@ -784,10 +823,10 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       auto tx = c->begin();
       if (guarded) tx.require_lease(*g);
       if (durable_writes && c->backend_name() == "postgresql") tx.execute("SET LOCAL synchronous_commit = on");
-      auto n = guarded ? tx.execute(update_guarded, {val, token, holder, name})
-                       : tx.execute(update, {val, token, holder, name, token});
-      if (n == 1) tx.execute(insert, {name, token, holder, val});
-      log.line("X", name, token, now_us());  // inside the transaction, its writes not yet committed
+      auto n = guarded ? tx.execute(update_guarded, {val, token, holder, name + sfx})
+                       : tx.execute(update, {val, token, holder, name + sfx, token});
+      if (n == 1) tx.execute(insert, {name + sfx, token, holder, val});
+      log.line("X", name + sfx, token, now_us());  // inside the transaction, its writes not yet committed
       if (pick(0, 99) < slow_pct) std::this_thread::sleep_for(std::chrono::milliseconds(pick(100, 400)));
       committing = true;
       tx.commit();
@@ -798,7 +837,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       op(committing ? "unknown" : "fail", "write", name, token, error_kind(e));
       log.line("E", "write", error_kind(e), now_us(), e.what());
     }
-    log.line("W", name, token, holder, t_ws, now_us(), applied, lost_before ? 1 : 0, val);
+    log.line("W", name + sfx, token, holder, t_ws, now_us(), applied, lost_before ? 1 : 0, val);
 
     // An explicit renew: after a takeover it must fail the owner check and mark the guard lost.
     op("invoke", "renew", name, token, "");
@@ -817,7 +856,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
         op("lost", "outer", name, token, "renew");
       }
     }
-    log.line("U", name, token, t_u0, now_us(), renewed, g->lost() ? 1 : 0);
+    log.line("U", name + sfx, token, t_u0, now_us(), renewed, g->lost() ? 1 : 0);
 
     bool lost_before_release = g->lost();
     if (lost_before_release) op("lost", "outer", name, token, "flag");
@@ -837,7 +876,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       }
     }
     // (release() empties the guard, so lost() is read before it.)
-    log.line("R", name, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
+    log.line("R", name + sfx, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
     g.reset();
   }
   log.line("Q", now_us());

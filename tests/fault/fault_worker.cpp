@@ -670,7 +670,8 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
           std::mutex m;
           std::condition_variable_any cv;
           std::unique_lock lk(m);
-          if (!cv.wait_for(lk, own, cancel_after, [] { return false; })) stop.request_stop();
+          cv.wait_for(lk, own, cancel_after, [] { return false; });
+          if (!own.stop_requested()) stop.request_stop();  // not once the acquire has returned
         });
         try {
           g = c->acquire_for(name, wait, lo, stop.get_token());

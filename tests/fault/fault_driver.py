@@ -22,6 +22,7 @@ import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import check_history  # noqa: E402  (the history checker, tests/fault/check_history.py)
 
 FAKETIME_LIB_CANDIDATES = [

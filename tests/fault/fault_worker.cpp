@@ -625,7 +625,9 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
     std::lock_guard lk(mu);
     if (closed_leading) {
-      op("ok", "release", name, term, "latch");  // close() returned: the lease is released
+      // close() never throws: a release whose answer was lost is only re-sent in the background, so
+      // its return is no acknowledgment (not an `ok`, which crash_after_ack would take at its word).
+      op("unknown", "release", name, term, "latch");
     } else {
       op("fail", "acquire", name, 0, "latch_closed");  // closed while not leading
     }

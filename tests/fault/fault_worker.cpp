@@ -340,6 +340,13 @@ int run_cleanup(const args& a) {
   }
   tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {a.get("prefix") + "_probe"});
   tx2.commit();
+  // --tables: the run's own lock tables go, with the companions migrate() made for them.
+  for (int k = 1; k < table_count(a); ++k) {
+    auto tx3 = c->begin();
+    const auto t = lock_table_name(prefix, k);
+    for (const char* suffix : {"_semaphores", "_schema", "_rebuild", ""}) tx3.execute("DROP TABLE IF EXISTS " + t + suffix);
+    tx3.commit();
+  }
   return 0;
 }
 

@@ -145,8 +145,15 @@ result_ptr await_result(PGconn* c, std::string_view statement, std::chrono::stea
     }
     PGresult* r = PQgetResult(c);
     if (!r) break;
-    if (!result) {
-      result.reset(r);  // one command: one result (later ones are only end markers)
+    // One command: one result, and later ones are only end markers, except an error after it:
+    // the implicit transaction of a statement commits after the statement answered (extended
+    // protocol: at Sync), and a commit that fails (SERIALIZABLE's 40001 at commit, a deferred
+    // constraint) sends its error after the statement's rows. That error is the outcome: nothing
+    // was applied, whatever the rows said.
+    const auto st = PQresultStatus(r);
+    if (!result || (st == PGRES_FATAL_ERROR &&
+                    PQresultStatus(result.get()) != PGRES_FATAL_ERROR)) {
+      result.reset(r);
     } else {
       PQclear(r);
     }

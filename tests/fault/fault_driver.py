@@ -7,7 +7,9 @@ reads every per-process log and the database and checks the guarantees. Prints o
 exits 1 on any violation. Standard library only."""
 
 import argparse
+import json
 import bisect
+import glob
 import os
 import random
 import re
@@ -17,6 +19,11 @@ import subprocess
 import sys
 import time
 import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import check_history  # noqa: E402  (the history checker, tests/fault/check_history.py)
 
 FAKETIME_LIB_CANDIDATES = [
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -54,6 +61,26 @@ class Violations:
         return out
 
 
+class ThreadView:
+    """One lock loop of a worker process, for the checkers: the process itself (--threads 1) or one
+    of its threads (--threads N: thread k >= 1 logs to <log>.t<k>). `who` tells loops apart (the
+    overlap checks compare it), `pid` is the process's (kills and stops hit every thread of it)."""
+
+    def __init__(self, proc, k):
+        self.proc = proc
+        self.pid = proc.pid
+        self.k = k
+        self.who = (proc.pid, k)
+        self.index = proc.index if k == 0 and proc.threads == 1 else f"{proc.index}.{k}"
+        self.log_path = proc.log_path if k == 0 else f"{proc.log_path}.t{k}"
+        self.skew = getattr(proc, "skew", None)
+        self.holder_label = getattr(proc, "holder_label", None)
+
+
+def views_of(procs):
+    return [ThreadView(p, k) for p in procs for k in range(getattr(p, "threads", 1))]
+
+
 class Proc:
     """One worker process with its own log file, read incrementally to follow its state."""
 
@@ -73,6 +100,7 @@ class Proc:
         self.killed_by_us = False
         self.stall_reported = False
         self.exit_code = None
+        self.threads = 1  # lock loops in the process (--threads), each a ThreadView for the checkers
         self.acks = 0  # acknowledged acquire/release operations seen in the log
         self.last_ack = None  # (op, name, token, t_us) of the latest
 
@@ -178,6 +206,7 @@ class Driver:
     def __init__(self, opts):
         self.o = opts
         self.permits = opts.permits  # >= 2: every name is a semaphore; lock workers take one permit
+        self.tables = opts.tables if opts.tables > 1 and not opts.permits else 1  # lock tables on the server
         self.backend = opts.backend
         self.rng = random.Random(opts.seed)
         # Tables and names unique per run, also when a seed is replayed (a failed run keeps its tables).
@@ -205,6 +234,7 @@ class Driver:
         u = urllib.parse.urlsplit(opts.url) if self.backend != "sqlite" else None
         self.server_port = u.port if u else None
         self.plain_url = opts.url
+        self.pg_settings = set(opts.pg_setting.split(",")) - {"default"} if self.backend == "postgresql" else set()
         self.crash_checks = {"judged": 0, "taken_since": 0}
         self.refusal_checked = False
         if opts.accept_unsafe_durability:
@@ -218,6 +248,8 @@ class Driver:
         cmd = [self.o.worker, mode, "--url", url or self.o.url, "--prefix", self.prefix, "--names", str(self.o.names)]
         if self.permits:
             cmd += ["--permits", str(self.permits)]
+        if self.tables > 1 and mode in ("setup", "verify", "dump", "cleanup"):
+            cmd += ["--tables", str(self.tables)]
         for k, val in kw.items():
             cmd += ["--" + k.replace("_", "-"), str(val)]
         return cmd
@@ -247,6 +279,7 @@ class Driver:
                              stdout=subprocess.DEVNULL, stderr=stderr)
         stderr.close()
         proc = Proc(slot, index, p, log_path, skew)
+        proc.threads = int(kw.get("threads", 1))
         proc.proxy = self.proxies.get(slot) if mode == "lock" else None
         proc.holder_label = kw.get("holder")
         return proc
@@ -339,6 +372,16 @@ class Driver:
             lock_kw["ttl_max"] = o.ttl_max_ms
         if o.server_durability == "lazy" and self.backend == "postgresql":
             lock_kw["durable_writes"] = 1
+        if o.cancel_pct and not self.permits:
+            lock_kw["cancel_pct"] = o.cancel_pct
+        if o.race_pct and not self.permits:
+            lock_kw["race_pct"] = o.race_pct
+        if o.multi_pct and not self.permits:
+            lock_kw["multi_pct"] = o.multi_pct
+        if o.leader_pct and not self.permits:
+            lock_kw["leader_pct"] = o.leader_pct
+        if o.break_:
+            lock_kw["break"] = o.break_
         if o.nest_pct:
             lock_kw["nest_pct"] = o.nest_pct
             lock_kw["nest_ttl"] = o.nest_ttl
@@ -346,7 +389,18 @@ class Driver:
         self.shared_slots = shared
 
         def kw_of(slot):
-            return dict(lock_kw, holder="shared-" + self.prefix) if slot in shared else lock_kw
+            kw = dict(lock_kw, holder="shared-" + self.prefix) if slot in shared else dict(lock_kw)
+            # 1 to 16 lock loops per client process (threads sharing one client): a fixed number, or
+            # mix: one slot's process runs 2, 4, 8 or 16 threads (drawn again at each respawn), the
+            # others one (more would only make every waiter time out on the few names).
+            n = (self.rng.choice((2, 4, 8, 16)) if slot == o.workers // 2 else 1) \
+                if o.threads_per_client == "mix" else int(o.threads_per_client)
+            if n > 1:
+                kw["threads"] = n
+            # Several lock tables: slot s uses table s % --tables (its names logged <name>@<k>).
+            if self.tables > 1 and slot % self.tables:
+                kw["table_index"] = slot % self.tables
+            return kw
         # Partitions and lost answers: one fault_proxy per lock-worker slot between it and the server.
         want_proxy = self.backend != "sqlite" and (o.proxy_mode == "on" or (
             o.proxy_mode == "auto" and self.classes & set(PROXY_KINDS)))
@@ -663,8 +717,10 @@ class Driver:
         """The lock row of the operation acknowledged just before the crash, read after recovery."""
         op, name, token, t_ack = ack
         ev.update(op=op, name=name, token=token, ms_after_ack=(t - t_ack) / 1000)
-        row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM sqllock_locks "
-                             f"WHERE name = '{lock_row_of(name)}'").replace("|", " ").split()
+        plain, at, k = name.rpartition("@")
+        table = f"{self.prefix}_lt{k}" if at else "sqllock_locks"  # --tables: <name>@<k> lives in table k
+        row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM {table} "
+                             f"WHERE name = '{lock_row_of(plain if at else name)}'").replace("|", " ").split()
         if len(row) != 2:
             self.v.add("crash_check_failed", f"no lock row for {name} after the crash ({row})")
             return
@@ -692,6 +748,24 @@ class Driver:
             self.admin_sql("SELECT pg_reload_conf()")
         elif self.backend == "mysql" and (self.o.accept_unsafe_durability or not after_crash):
             self.admin_sql(f"SET GLOBAL innodb_flush_log_at_trx_commit = {self.o.mysql_flush}")
+
+    def apply_pg_settings(self):
+        """--pg-setting serializable: the server's default_transaction_isolation made serializable
+        for the run (ALTER SYSTEM, reloaded; every new session of sqllock and of the workers then runs
+        serializable). Confirmed from a fresh session; reset at the end of the run."""
+        if "serializable" not in self.pg_settings:
+            return
+        self.admin_sql("ALTER SYSTEM SET default_transaction_isolation = 'serializable'")
+        self.admin_sql("SELECT pg_reload_conf()")
+        time.sleep(0.5)
+        got = self.admin_sql("SHOW default_transaction_isolation").strip()
+        if got != "serializable":
+            raise SystemExit(f"fault_driver: default_transaction_isolation is {got!r} after ALTER SYSTEM")
+
+    def reset_pg_settings(self):
+        if "serializable" in self.pg_settings:
+            self.admin_sql("ALTER SYSTEM RESET default_transaction_isolation")
+            self.admin_sql("SELECT pg_reload_conf()")
 
     def reset_durability(self):
         if self.o.server_durability != "lazy":
@@ -804,7 +878,7 @@ class Driver:
         acqs = []
         timeouts = {}
         errors = {}
-        for p in self.lock_procs_all:
+        for p in views_of(self.lock_procs_all):
             cur = None
             for c in self.read_log(p.log_path):
                 t = c[0]
@@ -827,6 +901,12 @@ class Driver:
                     cur["r"] = dict(t_rr=int(c[3]), t_re=int(c[4]), result=c[5], lost=c[6] == "1")
                 elif t == "E":
                     errors[c[2]] = errors.get(c[2], 0) + 1
+                    # Under a serializable server default, sqllock retries 40001 itself: its lease
+                    # operations never surface it (the workers' own write transactions may).
+                    if c[2] == "serialization_failure" and c[1] in (
+                            "acquire", "inner_acquire", "renew", "release", "inner_release"):
+                        self.v.add("serialization_failure_surfaced",
+                                   f"pid {p.pid}: {c[1]} failed with serialization_failure: {c[4][:200]}")
                 elif t == "C":
                     errors["client_recreated"] = errors.get("client_recreated", 0) + 1
         self.errors = errors
@@ -1042,12 +1122,12 @@ class Driver:
     def read_history(self):
         """Every lock worker's O records, as dicts, in each worker's own order."""
         per_proc = []
-        for p in self.lock_procs_all:
+        for p in views_of(self.lock_procs_all):
             recs = []
             for c in self.read_log(p.log_path):
                 if c[0] == "O" and len(c) >= 7:
                     recs.append(dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
-                                     pid=p.pid, index=p.index, label=p.holder_label or ""))
+                                     pid=p.pid, who=p.who, index=p.index, label=p.holder_label or ""))
             per_proc.append((p, recs))
         return per_proc
 
@@ -1058,184 +1138,46 @@ class Driver:
         history; the driver's --ttl-ms without one."""
         if not hasattr(self, "per_proc"):
             self.per_proc = self.read_history()
-        end, pending = t + self.o.ttl_ms * 1000, None
+        best = t + self.o.ttl_ms * 1000
         for p, recs in self.per_proc:
             if p.pid != pid:
                 continue
+            # Per lock loop (a thread of the process); the latest end over its loops.
+            end, pending = t + self.o.ttl_ms * 1000, None
             for r in recs:
                 if r["t"] > t:
                     break
                 if r["phase"] == "invoke" and r["op"] in ("acquire", "inner_acquire"):
-                    pending = (int(r["detail"].split("=")[1]) if r["detail"].startswith("ttl=") else None, r["t"])
+                    pending = (int(r["detail"].split(",")[0].split("=")[1]) if r["detail"].startswith("ttl=")
+                               else None, r["t"])
                 elif r["phase"] == "ok" and r["op"] == "acquire" and pending and pending[0]:
                     end = t + pending[0] * 1000
                 elif r["phase"] == "ok" and r["op"] == "inner_acquire" and pending and pending[0]:
                     end = max(end, pending[1] + pending[0] * 1000)
-        return end
+            best = max(best, end)
+        return best
 
-    def critical_sections(self, per_proc):
-        """Per worker: from an acquire's ok to the first of its release's invoke, a loss report to
-        it, or its death (SIGKILL by the driver)."""
-        kills = {ev["pid"]: ev["t"] for ev in self.events if ev["kind"] == "kill"}
-        out = []
-        for p, recs in per_proc:
-            cur = None
-            t_inv = None
-            for r in recs:
-                if r["op"] == "acquire" and r["phase"] == "invoke":
-                    t_inv = r["t"]
-                if r["op"] == "acquire" and r["phase"] == "ok":
-                    cur = dict(name=r["name"], token=r["token"], pid=p.pid, index=p.index, label=r["label"],
-                               s=r["t"], e=None, how=None, start=r, t_inv=t_inv or r["t"])
-                    out.append(cur)
-                elif cur and r["name"] == cur["name"] and cur["e"] is None:
-                    if r["phase"] == "lost":
-                        cur["e"], cur["how"], cur["end"] = r["t"], f"told of its loss ({r['op']}, {r['detail']})", r
-                    elif r["op"] == "release" and r["phase"] == "invoke":
-                        cur["e"], cur["how"], cur["end"] = r["t"], "release invoked", r
-                if r["op"] == "release" and r["phase"] != "invoke":
-                    cur = None
-            if cur and cur["e"] is None:
-                t_end = kills.get(p.pid, max((r["t"] for r in recs), default=cur["s"]))
-                cur["e"], cur["how"], cur["end"] = t_end, "process killed" if p.pid in kills else "log ends", None
-        return out
+    def write_history(self):
+        """The recorded history, one file (check_history.py's input): every lock loop's O records,
+        the driver's fault events and server restarts, the run's --permits."""
+        self.history_path = os.path.join(self.out, "history.txt")
+        check_history.write_history(self.history_path, self.read_history(), self.events, self.restarts,
+                                    self.permits)
 
-    def window(self, per_proc, name, x, x_t1, y, limit=14):
-        """The smallest window of `name`'s history that shows a conflict between critical sections
-        x and y: x's records from its acquisition to x_t1, y's from its acquire invoke to its ok;
-        merged in time order, as printable lines (times relative to x's acquisition)."""
-        t0 = x["s"]
-        recs = sorted((r for _, rs in per_proc for r in rs if r["name"] in (name, base_name(name)) and (
-            (r["pid"] == x["pid"] and x["s"] <= r["t"] <= x_t1) or
-            (r["pid"] == y["pid"] and y["t_inv"] <= r["t"] <= y["s"]))), key=lambda r: r["t"])
-        lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  worker {r['index']:>4} pid {r['pid']:>7}"
-                 f"{' label ' + r['label'] if r['label'] else ''}: {r['phase']:<7} {r['op']:<13} "
-                 f"token {r['token']} {r['detail']}" for r in recs]
-        if len(lines) > limit:
-            lines = lines[:limit // 2] + [f"      ... {len(lines) - limit} more ..."] + lines[-limit // 2:]
-        return "\n" + "\n".join(lines)
-
-    def check_history(self):
-        """Whole-history checks, per name: no two critical sections of different workers overlap
-        (CLOCK_MONOTONIC on one machine orders them; no margin); no token handed out twice; a
-        holder told of its loss no later than another acquired. Each violation prints the smallest
-        window of history that shows it."""
-        per_proc = self.read_history()
-        css = self.critical_sections(per_proc)
-        self.hist = dict(critical_sections=len(css), overlap=0, late_loss_report=0, token_reused=0,
-                         excused_paused=0, guarded_writes=0, stale_guarded_write=0)
-        self.check_guarded_writes(per_proc)
-        stops = [ev for ev in self.events if ev["kind"] == "stop"]
-        by_name = {}
-        for cs in css:
-            by_name.setdefault(cs["name"], []).append(cs)
-        for name, lst in by_name.items():
-            lst.sort(key=lambda c: c["s"])
-            active = []
-            for y in lst:
-                active = [x for x in active if x["e"] > y["s"]]
-                for x in active:
-                    if x["pid"] == y["pid"]:
-                        continue
-                    # A frozen process (SIGSTOP, the GC pause) cannot be told in time: fencing covers
-                    # it, checked elsewhere (stale_write_applied, stopped_holder_*).
-                    if any(ev["pid"] == x["pid"] and ev["t"] <= y["s"] and (ev["t_end"] or y["s"]) >= x["s"]
-                           for ev in stops):
-                        self.hist["excused_paused"] += 1
-                        continue
-                    kind = "late_loss_report" if x["how"].startswith("told") else "overlap"
-                    self.hist[kind] += 1
-                    shared = " (both given holder label " + x["label"] + ")" if x["label"] and \
-                        x["label"] == y["label"] else ""
-                    self.v.add(kind, f"{name}: worker {x['index']} (token {x['token']}) held from +0 to "
-                                     f"+{(x['e'] - x['s']) / 1000:.3f} ms ({x['how']}); worker {y['index']} "
-                                     f"acquired token {y['token']} at +{(y['s'] - x['s']) / 1000:.3f} ms{shared}:" +
-                               self.window(per_proc, name, x, x["e"], y))
-                active.append(y)
-            seen = {}
-            for y in lst:
-                x = seen.get(y["token"])
-                if x:
-                    self.hist["token_reused"] += 1
-                    self.v.add("token_reused", f"{name}: token {y['token']} handed out to worker {x['index']} at +0 "
-                                               f"and again to worker {y['index']} at +{(y['s'] - x['s']) / 1000:.3f} ms:" +
-                               self.window(per_proc, name, x, x["e"], y))
-                else:
-                    seen[y["token"]] = y
-        if getattr(self, "permits", 0):
-            self.check_semaphores(per_proc, css, stops)
-
-    def check_semaphores(self, per_proc, css, stops):
-        """--permits N: every critical section is named <semaphore>#<slot>, so the checks above prove
-        per-slot exclusion and per-slot token order. Here, per semaphore: the slot is in 0..N-1, and
-        never more than N critical sections of different workers overlap (a holder frozen by SIGSTOP
-        across another's acquisition is not counted, as above); catches a library that hands out
-        more permits than N under slot numbers that look right."""
-        n_permits = self.permits
-        self.hist.update(slot_out_of_range=0, semaphore_over_capacity=0, max_inside=0, capacity_excused_paused=0)
-        by_sem = {}
-        for cs in css:
-            sem, hash_, slot = cs["name"].rpartition("#")
-            if not hash_ or not slot.isdigit() or int(slot) >= n_permits:
-                self.hist["slot_out_of_range"] += 1
-                self.v.add("permit_slot_out_of_range", f"{cs['name']}: worker {cs['index']} token {cs['token']} "
-                                                       f"holds a permit outside slots 0..{n_permits - 1}")
-            by_sem.setdefault(sem if hash_ else cs["name"], []).append(cs)
-        for sem, lst in by_sem.items():
-            lst.sort(key=lambda c: c["s"])
-            active = []
-            for y in lst:
-                active = [x for x in active if x["e"] > y["s"]]
-                inside = []
-                for x in active:
-                    if x["pid"] == y["pid"]:
-                        continue
-                    if any(ev["pid"] == x["pid"] and ev["t"] <= y["s"] and (ev["t_end"] or y["s"]) >= x["s"]
-                           for ev in stops):
-                        self.hist["capacity_excused_paused"] += 1
-                        continue
-                    inside.append(x)
-                self.hist["max_inside"] = max(self.hist["max_inside"], len(inside) + 1)
-                if len(inside) + 1 > n_permits:
-                    self.hist["semaphore_over_capacity"] += 1
-                    lines = [f"      worker {x['index']:>4} pid {x['pid']:>7} {x['name']} token {x['token']}: "
-                             f"from {(x['s'] - y['s']) / 1000:+.3f} ms to {(x['e'] - y['s']) / 1000:+.3f} ms "
-                             f"({x['how']})" for x in inside + [y]]
-                    self.v.add("semaphore_over_capacity",
-                               f"{sem}: {len(inside) + 1} critical sections inside at once with {n_permits} permits "
-                               f"(times relative to worker {y['index']}'s acquisition):\n" + "\n".join(lines))
-                active.append(y)
-
-    def check_guarded_writes(self, per_proc):
-        """A write made in a guarded transaction (require_lease) commits only while its lease is held:
-        no acquisition of the name with a larger token may have been acknowledged before the write
-        even began. Not excused by pauses: a frozen holder's guarded write must be refused."""
-        acks = {}
-        for _, recs in per_proc:
-            for r in recs:
-                if r["op"] == "acquire" and r["phase"] == "ok":
-                    acks.setdefault(r["name"], []).append(r)
-        for _, recs in per_proc:
-            pending = None
-            for r in recs:
-                if r["op"] != "write":
-                    continue
-                if r["phase"] == "invoke":
-                    pending = r if r["detail"].endswith(":guarded") else None
-                    continue
-                if pending is None or r["phase"] != "ok" or r["detail"] != "applied":
-                    pending = None
-                    continue
-                w, pending = pending, None
-                self.hist["guarded_writes"] += 1
-                later = [a for a in acks.get(w["name"], []) if a["token"] > w["token"] and a["t"] < w["t"]]
-                if later:
-                    a = min(later, key=lambda x: x["t"])
-                    self.hist["stale_guarded_write"] += 1
-                    self.v.add("stale_guarded_write",
-                               f"{w['name']}: worker {w['index']} committed a guarded write with token {w['token']} "
-                               f"begun {(w['t'] - a['t']) / 1000:.3f} ms after worker {a['index']} was acknowledged "
-                               f"token {a['token']}")
+    def run_history_checker(self):
+        """check_history.py on the recorded history, as its own program: its violations are this
+        run's, its counts go into the summary."""
+        r = subprocess.run([sys.executable, os.path.join(HERE, "check_history.py"), "--json", self.history_path],
+                           capture_output=True, text=True, timeout=600)
+        try:
+            res = json.loads(r.stdout)
+        except ValueError:
+            self.v.add("history_checker_failed", f"check_history.py exited {r.returncode}: {r.stderr.strip()[-400:]}")
+            self.hist = {}
+            return
+        self.hist = res["counts"]
+        for kind, detail in res["violations"]:
+            self.v.add(kind, detail)
 
     def excused(self, pid, t0, t1):
         """True when a stop of this process or a server restart overlapped [t0, t1]."""
@@ -1283,6 +1225,7 @@ class Driver:
         t_start = time.monotonic()
         self.run_worker("setup", stock=o.stock)
         self.apply_durability()
+        self.apply_pg_settings()
         if o.server_durability == "lazy" and self.backend == "mysql":
             self.check_refusal()
             if not o.accept_unsafe_durability:
@@ -1295,7 +1238,10 @@ class Driver:
             procs, secs = self.inventory_phase(strategy, inv_secs)
             inv[strategy] = (procs, secs)
         lock_secs = max(15.0, o.duration - (time.monotonic() - t_start))
-        self.lock_phase(lock_secs)
+        try:
+            self.lock_phase(lock_secs)
+        finally:
+            self.reset_pg_settings()
         self.reset_durability()
         vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
@@ -1306,7 +1252,8 @@ class Driver:
                 f.write(repr(ev) + "\n")
         db = self.dump()
         self.check_lock_phase(db, verify_lines)
-        self.check_history()
+        self.write_history()
+        self.run_history_checker()
         inv_parts = []
         for strategy in inv:
             sold, stock = self.check_inventory(db, strategy, inv[strategy][0])
@@ -1346,6 +1293,9 @@ class Driver:
               f"excused={self.excused_by_stall}) "
               f"classes[{','.join(sorted(self.classes)) or 'none'}] "
               f"nest_pct={0 if self.permits else o.nest_pct}({o.nest_ttl}) permits={self.permits} "
+              f"threads_per_client={o.threads_per_client}(loops={len(views_of(self.lock_procs_all))}) "
+              f"pg_setting={o.pg_setting} cancel_pct={o.cancel_pct} race_pct={o.race_pct} "
+              f"multi_pct={o.multi_pct} leader_pct={o.leader_pct} tables={self.tables} "
               f"durability={o.server_durability}"
               f"{'(flush=%d)' % o.mysql_flush if o.server_durability == 'lazy' and self.backend == 'mysql' else ''}"
               f"{'(refusal_checked)' if self.refusal_checked else ''}"
@@ -1368,29 +1318,24 @@ class LoggedProc:
         first = next((c for c in Driver.read_log(path) if c[0] == "P"), None)
         self.pid = int(first[1]) if first else -self.index
         self.holder_label = first[4] if first and len(first) > 4 and first[4] else None
+        self.skew = None
+        self.threads = 1 + len(glob.glob(glob.escape(path) + ".t*"))
 
 
 def recheck(directory, print_max, permits=0):
-    """Runs the whole-history checks again on the logs a run kept (lock_*.log, events.txt)."""
+    """Runs the whole-history checks again on the logs a run kept (lock_*.log, events.txt); a run
+    of this version also kept history.txt, which check_history.py reads directly."""
     import ast
-    import glob
     d = Driver.__new__(Driver)
-    d.permits = permits
-    d.v = Violations()
     d.lock_procs_all = [LoggedProc(p) for p in sorted(glob.glob(os.path.join(directory, "lock_*.log")))]
-    d.events = []
+    events = []
     ev_path = os.path.join(directory, "events.txt")
     if os.path.exists(ev_path):
         with open(ev_path) as f:
-            d.events = [ast.literal_eval(line) for line in f if line.strip()]
-    d.check_history()
-    printed = {}
-    for kind, detail in d.v.items:
-        printed[kind] = printed.get(kind, 0) + 1
-        if printed[kind] <= print_max:
-            print(f"VIOLATION {kind}: {detail}")
-    print(f"history[{','.join(f'{k}={v}' for k, v in d.hist.items())}] violations={d.v.count()}")
-    return 0 if d.v.count() == 0 else 1
+            events = [ast.literal_eval(line) for line in f if line.strip()]
+    path = os.path.join(directory, "history.rechecked.txt")
+    check_history.write_history(path, d.read_history(), events, [], permits)
+    return check_history.main([path, "--print-max", str(print_max)])
 
 
 def main():
@@ -1448,6 +1393,28 @@ def main():
                          "permit each (logged as NAME#SLOT); no nesting")
     ap.add_argument("--guard-pct", type=int, default=50,
                     help="percent of the fenced writes made in a guarded transaction (tx.require_lease)")
+    ap.add_argument("--cancel-pct", type=int, default=8,
+                    help="percent of the acquisitions that wait with a stop token cancelled at a random moment")
+    ap.add_argument("--race-pct", type=int, default=8,
+                    help="percent of the holds with a 150-400 ms TTL released at a random moment (releases racing "
+                         "the watchdog's renewals)")
+    ap.add_argument("--multi-pct", type=int, default=6,
+                    help="percent of the iterations that take 2-3 names at once (try_acquire_all)")
+    ap.add_argument("--leader-pct", type=int, default=6,
+                    help="percent of the iterations that lead the name: half a leader_latch, half await_leadership")
+    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi"], default=None,
+                    help="run a deliberately broken worker (to show the cancel / race checks can fail)")
+    ap.add_argument("--pg-setting", default="default",
+                    help="PostgreSQL server settings for the run, comma-separated: serializable "
+                         "(default_transaction_isolation, by ALTER SYSTEM), pgbouncer (every client through "
+                         "PgBouncer in transaction mode: --pgbouncer-url or SQLLOCK_TEST_PGBOUNCER_URL)")
+    ap.add_argument("--pgbouncer-url", default=os.environ.get("SQLLOCK_TEST_PGBOUNCER_URL", ""))
+    ap.add_argument("--threads-per-client", default="mix",
+                    help="lock loops per worker process, threads sharing one client: 1 to 16, or mix (one "
+                         "process of 2, 4, 8 or 16 threads, drawn at each respawn; the others 1)")
+    ap.add_argument("--tables", type=int, default=2,
+                    help="lock tables on the server (1-3): worker slot s uses table s %% N, the same names "
+                         "(logged <name>@<k>), so every check is per table and name; 1 with --permits")
     ap.add_argument("--print-max", type=int, default=5, help="violations printed per kind")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--out", required=True, help="directory for the per-process logs")
@@ -1458,6 +1425,18 @@ def main():
         o.seed = int.from_bytes(os.urandom(4), "little")
     if o.permits == 1 or o.permits < 0:
         ap.error("--permits must be 0 (locks) or at least 2")
+    if o.threads_per_client != "mix" and not (o.threads_per_client.isdigit() and 1 <= int(o.threads_per_client) <= 16):
+        ap.error("--threads-per-client: 1 to 16, or mix")
+    if not 1 <= o.tables <= 3:
+        ap.error("--tables: 1 to 3")
+    bad = set(o.pg_setting.split(",")) - {"default", "serializable", "pgbouncer"}
+    if bad:
+        ap.error(f"--pg-setting: unknown {sorted(bad)} (known: default, serializable, pgbouncer)")
+    if "pgbouncer" in o.pg_setting.split(",") and o.backend == "postgresql":
+        if not o.pgbouncer_url:
+            ap.error("--pg-setting pgbouncer needs --pgbouncer-url or SQLLOCK_TEST_PGBOUNCER_URL "
+                     "(scripts/pgbouncer-server.sh start DIR PG_ENV)")
+        o.url = o.pgbouncer_url  # workers, proxies, setup and verify all go through PgBouncer
     if o.backend != "sqlite" and not o.admin_url:
         ap.error("--admin-url is required for server backends (connection kills)")
     print(f"fault {o.backend}: seed {o.seed}, logs in {o.out}", file=sys.stderr, flush=True)

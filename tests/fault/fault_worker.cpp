@@ -7,6 +7,25 @@
 //                                                  a guarded write must never commit after a takeover)
 //                          [--durable-writes 1]   (PostgreSQL: SET LOCAL synchronous_commit = on in the
 //                                                  write transaction, for runs whose server default is off)
+//                          [--cancel-pct N]       (N % of the acquisitions wait in acquire_for with a stop
+//                                                  token requested at a random moment of the wait; after a
+//                                                  `cancelled`, the lock row is inspected: history op check)
+//                          [--race-pct N]         (N % of the holds use a 150-400 ms TTL, so the watchdog
+//                                                  renews every 50-130 ms, and are released at a random
+//                                                  moment with no write; after an acknowledged release the
+//                                                  lock row is inspected again: history op check)
+//                          [--break cancel|race|multi]  (a deliberately broken worker, to show the checks can
+//                                                  fail: cancel keeps a second, unlogged lease after a
+//                                                  cancellation; race logs a release it never made;
+//                                                  multi keeps parts of a set it failed to acquire)
+//                          [--multi-pct N]        (N % of the iterations: try_acquire_all of 2-3 names)
+//                          [--leader-pct N]       (N % of the iterations: half a leader_latch on the name for a
+//                                                  while, half await_leadership in place of try_acquire_for)
+//                          [--table-index K]      (lock table K of --tables: K >= 1 is <prefix>_lt<K>, the
+//                                                  same names, logged <name>@<K>; setup, verify, dump and
+//                                                  cleanup take --tables N to cover them all)
+//                          [--threads N]          (N lock loops on one shared client, thread k >= 1 logging
+//                                                  to <log>.t<k>; the P line's 6th field is k)
 //                          [--permits N]          (N >= 2: each name is a counting semaphore of N permits;
 //                                                  the worker takes one permit and logs every line with
 //                                                  the name <name>#<slot>, its fenced write goes to the
@@ -27,7 +46,9 @@
 // event: O <t_us> <phase> <op> <name> <token> <detail>, phase invoke|ok|fail|unknown|lost, op
 // acquire|inner_acquire|inner_release|renew|release|write (unknown: the statement may or may not
 // have been applied, e.g. connection_lost; lost: the library told this process its lease is gone,
-// op = the guard, outer|inner, detail = how: callback|renew|release). Only the library's public
+// op = the guard, outer|inner, detail = how: callback|renew|release). Phase `check`, op
+// after_cancel|after_release: what inspect() showed of the name's lock row then, token = the row's
+// token (0: no row), detail = holder=<label>,self=<this worker's label>,left_ms=<time left>. Only the library's public
 // API of before and after the lease-engine rewrite is used, so the same source builds against both.
 #include <fcntl.h>
 #include <signal.h>
@@ -37,6 +58,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stop_token>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
@@ -113,6 +137,7 @@ std::string error_kind(const std::exception& e) {
   if (dynamic_cast<const sqllock::not_holder*>(&e)) return "not_holder";
   if (dynamic_cast<const sqllock::connection_lost*>(&e)) return "connection_lost";
   if (dynamic_cast<const sqllock::acquire_timeout*>(&e)) return "acquire_timeout";
+  if (dynamic_cast<const sqllock::cancelled*>(&e)) return "cancelled";
   if (dynamic_cast<const sqllock::retries_exhausted*>(&e)) return "retries_exhausted";
   if (dynamic_cast<const sqllock::deadlock_detected*>(&e)) return "deadlock_detected";
   if (dynamic_cast<const sqllock::serialization_failure*>(&e)) return "serialization_failure";
@@ -142,6 +167,21 @@ std::string dialect_of(const std::string& url) {
 }
 
 std::string lock_name(const std::string& prefix, int i) { return prefix + "_lock" + std::to_string(i); }
+// Several lock tables on one server (--tables K, no permits): table 0 is the default sqllock_locks,
+// table k >= 1 is <prefix>_lt<k>, with the same lock names; a name of table k is logged (and its
+// fenced resource row named) <name>@<k>, so every check is per table and name.
+std::string lock_table_name(const std::string& prefix, int k) {
+  return k == 0 ? std::string("sqllock_locks") : prefix + "_lt" + std::to_string(k);
+}
+int table_count(const args& a) { return a.num("permits", 0) > 0 ? 1 : static_cast<int>(a.num("tables", 1)); }
+int table_index_of(const std::string& logged) {
+  auto at = logged.rfind('@');
+  return at == std::string::npos ? 0 : std::stoi(logged.substr(at + 1));
+}
+std::string without_table(const std::string& logged) {
+  auto at = logged.rfind('@');
+  return at == std::string::npos ? logged : logged.substr(0, at);
+}
 std::string res_table(const std::string& prefix) { return prefix + "_res"; }
 // With --permits: the name a permit is logged and written under (one "name" per slot for the checker).
 std::string slot_name(const std::string& semaphore, int slot) { return semaphore + "#" + std::to_string(slot); }
@@ -150,13 +190,16 @@ std::vector<std::string> logged_names(const args& a) {
   std::vector<std::string> out;
   const int permits = static_cast<int>(a.num("permits", 0));
   for (int i = 0; i < a.num("names", 3); ++i) {
-    if (permits == 0) out.push_back(lock_name(a.get("prefix"), i));
+    for (int k = 0; permits == 0 && k < table_count(a); ++k) {
+      out.push_back(lock_name(a.get("prefix"), i) + (k == 0 ? "" : "@" + std::to_string(k)));
+    }
     for (int k = 0; k < permits; ++k) out.push_back(slot_name(lock_name(a.get("prefix"), i), k));
   }
   return out;
 }
 // The lock-table row of a logged name: the lock name itself, or the permit row of <semaphore>#<slot>.
-std::string lock_row_of(const std::string& logged) {
+std::string lock_row_of(const std::string& logged_with_table) {
+  const std::string logged = without_table(logged_with_table);
   auto hash = logged.rfind('#');
   if (hash == std::string::npos) return logged;
   return sqllock::detail::permit_row_name(logged.substr(0, hash), std::stoi(logged.substr(hash + 1)));
@@ -180,8 +223,9 @@ const std::vector<std::string> strategies = {"atomic", "cas", "rowlock"};
 
 // Connect, retrying while the database is unreachable (restarts), until stopped.
 std::optional<sqllock::client> connect_retry(const std::string& url, line_log* log, bool require_schema = true,
-                                             const std::string& holder_label = {}) {
+                                             const std::string& holder_label = {}, const std::string& table = {}) {
   sqllock::client_options o;
+  if (!table.empty()) o.table = table;
   o.require_schema = require_schema;
   o.holder_id = holder_label;  // a label several workers may share (--holder); empty: the default
   for (int attempt = 0; !g_stop.load(); ++attempt) {
@@ -204,6 +248,7 @@ int run_setup(const args& a) {
   auto d = dialect_of(url);
   auto c = connect_retry(url, nullptr, false);
   c->migrate();
+  for (int k = 1; k < table_count(a); ++k) connect_retry(url, nullptr, false, {}, lock_table_name(prefix, k))->migrate();
   std::string seq = d == "postgresql" ? "seq BIGSERIAL PRIMARY KEY"
                     : d == "mysql"    ? "seq BIGINT AUTO_INCREMENT PRIMARY KEY"
                                       : "seq INTEGER PRIMARY KEY AUTOINCREMENT";
@@ -251,7 +296,9 @@ int run_dump(const args& a) {
               << col(r, 4) << '\n';
   }
   for (const auto& name : logged_names(a)) {  // printed under the logged name (<semaphore>#<slot>)
-    auto rows = tx.query("SELECT token, holder_id FROM sqllock_locks WHERE name = ?", {lock_row_of(name)});
+    auto rows = tx.query("SELECT token, holder_id FROM " + lock_table_name(prefix, table_index_of(name)) +
+                             " WHERE name = ?",
+                         {lock_row_of(name)});
     for (const auto& r : rows) std::cout << "LOCK\t" << name << '\t' << col(r, 0) << '\t' << col(r, 1) << '\n';
   }
   for (const auto& s : strategies) {
@@ -283,7 +330,9 @@ int run_cleanup(const args& a) {
   }
   tx.commit();
   auto tx2 = c->begin();
-  for (const auto& name : logged_names(a)) tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {lock_row_of(name)});
+  for (const auto& name : logged_names(a)) {
+    tx2.execute("DELETE FROM " + lock_table_name(prefix, table_index_of(name)) + " WHERE name = ?", {lock_row_of(name)});
+  }
   if (a.num("permits", 0) > 0) {
     for (int i = 0; i < a.num("names", 3); ++i) {
       tx2.execute("DELETE FROM sqllock_locks_semaphores WHERE name = ?", {lock_name(a.get("prefix"), i)});
@@ -291,6 +340,13 @@ int run_cleanup(const args& a) {
   }
   tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {a.get("prefix") + "_probe"});
   tx2.commit();
+  // --tables: the run's own lock tables go, with the companions migrate() made for them.
+  for (int k = 1; k < table_count(a); ++k) {
+    auto tx3 = c->begin();
+    const auto t = lock_table_name(prefix, k);
+    for (const char* suffix : {"_semaphores", "_schema", "_rebuild", ""}) tx3.execute("DROP TABLE IF EXISTS " + t + suffix);
+    tx3.commit();
+  }
   return 0;
 }
 
@@ -330,14 +386,20 @@ int run_verify(const args& a) {
     }
     return bad == 0 ? 0 : 1;
   }
-  for (int i = 0; i < a.num("names", 3); ++i) {
-    auto name = lock_name(a.get("prefix"), i);
+  std::vector<std::optional<sqllock::client>> per_table;  // table k >= 1: a client of its own
+  for (int k = 1; k < table_count(a); ++k) {
+    per_table.push_back(connect_retry(a.get("url"), nullptr, true, {}, lock_table_name(a.get("prefix"), k)));
+  }
+  for (const auto& logged : logged_names(a)) {
+    const int k = table_index_of(logged);
+    auto& tc = k == 0 ? c : per_table.at(static_cast<std::size_t>(k - 1));
+    auto name = logged;  // printed as logged (<name>@<k>)
     auto t0 = now_us();
     std::optional<sqllock::lease_guard> g;
     try {
       sqllock::lease_options lo;
       lo.ttl = 5s;
-      g = c->try_acquire_for(name, bound, lo);
+      g = tc->try_acquire_for(without_table(logged), bound, lo);
     } catch (const std::exception& e) {
       std::cout << "V\t" << name << "\t0\terror:" << error_kind(e) << '\t' << (now_us() - t0) / 1000 << '\n';
       ++bad;
@@ -353,7 +415,27 @@ int run_verify(const args& a) {
 
 // ---------------------------------------------------------------- the lock loop
 
+// One lock loop: the whole process (--threads 1, its own client) or one of its threads sharing
+// `shared` (--threads N: thread k logs to <log>.t<k> for k >= 1, its holder string ends .t<k>).
+int lock_loop(const args& a, int thread_k, sqllock::client* shared);
+
 int run_lock(const args& a) {
+  const int threads = static_cast<int>(std::clamp(a.num("threads", 1), 1LL, 64LL));
+  if (threads == 1) return lock_loop(a, 0, nullptr);
+  // 1 to 16 threads per client process: one client, shared; the default holder_scope::per_thread
+  // makes its threads exclude each other, so each thread is a worker of its own for the checker.
+  line_log log(a.get("log"));
+  const int table_k = static_cast<int>(a.num("table-index", 0));
+  auto c = connect_retry(a.get("url"), &log, true, a.get("holder"),
+                         table_k ? lock_table_name(a.get("prefix"), table_k) : std::string());
+  if (!c) return 0;
+  std::vector<std::thread> ts;
+  for (int k = 0; k < threads; ++k) ts.emplace_back([&a, k, &c] { lock_loop(a, k, &*c); });
+  for (auto& t : ts) t.join();
+  return 0;
+}
+
+int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
   auto url = a.get("url");
   auto prefix = a.get("prefix");
   int names = static_cast<int>(a.num("names", 3));
@@ -367,18 +449,31 @@ int run_lock(const args& a) {
   int nest_pct = permits > 0 ? 0 : static_cast<int>(a.num("nest-pct", 0));  // a permit is never re-entered
   const int guard_pct = static_cast<int>(a.num("guard-pct", 0));
   const std::string nest_ttl = a.get("nest-ttl", "both");  // the inner TTL: shorter|longer|both
+  const int cancel_pct = permits > 0 ? 0 : static_cast<int>(a.num("cancel-pct", 0));
+  const int race_pct = permits > 0 ? 0 : static_cast<int>(a.num("race-pct", 0));
+  const std::string broken = a.get("break");
+  const int multi_pct = permits > 0 ? 0 : static_cast<int>(a.num("multi-pct", 0));
+  const int leader_pct = permits > 0 ? 0 : static_cast<int>(a.num("leader-pct", 0));
   const std::string label = a.get("holder");
   // The application's own writes follow the server's durability default; a run that makes it lazy
   // (the driver's --server-durability lazy) asks the worker to commit its writes durably, as a careful
   // application would, so that a lost write after a crash is sqllock's doing and not the test's.
   const bool durable_writes = a.num("durable-writes", 0) != 0;
-  line_log log(a.get("log"));
-  std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index) * 7919);
+  line_log log(thread_k == 0 ? a.get("log") : a.get("log") + ".t" + std::to_string(thread_k));
+  std::mt19937_64 rng(std::random_device{}() ^ static_cast<std::uint64_t>(index) * 7919 ^
+                      static_cast<std::uint64_t>(thread_k) * 104729);
   auto pick = [&](long long lo, long long hi) { return std::uniform_int_distribution<long long>(lo, hi)(rng); };
 
-  log.line("P", getpid(), now_us(), index, label);
-  auto c = connect_retry(url, &log, true, label);
+  log.line("P", getpid(), now_us(), index, label, thread_k);
+  // --table-index k: this worker's client uses lock table k; its names are logged <name>@<k>.
+  const int table_k = static_cast<int>(a.num("table-index", 0));
+  const std::string table = table_k ? lock_table_name(prefix, table_k) : std::string();
+  const std::string sfx = table_k ? "@" + std::to_string(table_k) : std::string();
+  std::optional<sqllock::client> own;
+  if (!shared) own = connect_retry(url, &log, true, label, table);
+  sqllock::client* c = shared ? shared : (own ? &*own : nullptr);
   if (!c) return 0;
+  const std::string thread_tag = shared ? ".t" + std::to_string(thread_k) : "";
   const std::string update = "UPDATE " + res_table(prefix) +
                              " SET val = ?, token = ?, writer = ? WHERE res_id = ? AND token <= ?";
   // A guarded write carries no fence condition: the guard alone must keep a stale holder out
@@ -392,29 +487,179 @@ int run_lock(const args& a) {
   auto failed = [&](const std::string& where, const std::exception& e) {
     log.line("E", where, error_kind(e), now_us(), e.what());
     if (consecutive_errors++ == 0) first_error_us = now_us();
-    // The library reconnects by itself; a new client only when errors persist for 15 s.
-    if (consecutive_errors >= 5 && now_us() - first_error_us > 15'000'000) {
+    // The library reconnects by itself; a new client only when errors persist for 15 s (never
+    // for a client its threads share).
+    if (!shared && consecutive_errors >= 5 && now_us() - first_error_us > 15'000'000) {
       log.line("C", now_us());  // recreate the client
-      c.reset();
-      c = connect_retry(url, &log, true, label);
+      own.reset();
+      own = connect_retry(url, &log, true, label, table);
+      c = own ? &*own : nullptr;
       consecutive_errors = 0;
     }
     std::this_thread::sleep_for(100ms);
   };
   // The history: one O line per event (see the top of this file).
-  auto op = [&log](const char* phase, const char* what, const std::string& name, std::int64_t token,
-                   const std::string& detail) { log.line("O", now_us(), phase, what, name, token, detail); };
+  auto op = [&log, &sfx](const char* phase, const char* what, const std::string& name, std::int64_t token,
+                         const std::string& detail) { log.line("O", now_us(), phase, what, name + sfx, token, detail); };
   // on_lost gets the lock-row name: for a permit, its row name, logged as <semaphore>#<slot>.
-  auto on_lost_of = [&log](const char* which) {
-    return [&log, which](const std::string& n, std::int64_t tok) {
-      log.line("O", now_us(), "lost", which, logged_name_of_row(n), tok, "callback");
+  auto on_lost_of = [&log, &sfx](const char* which) {
+    return [&log, &sfx, which](const std::string& n, std::int64_t tok) {
+      log.line("O", now_us(), "lost", which, logged_name_of_row(n) + sfx, tok, "callback");
     };
+  };
+
+  // What inspect() shows of `name` now, as a history `check` record.
+  auto inspect_op = [&](const char* what, const std::string& name) {
+    try {
+      auto info = c->inspect(name);
+      op("check", what, name, info ? info->fencing_token : 0,
+         "holder=" + (info ? info->holder : std::string()) + ",self=" + c->holder_id() +
+             ",left_ms=" + std::to_string(info ? info->time_left.count() : 0));
+    } catch (const std::exception& e) {
+      op("check", what, name, -1, "error=" + error_kind(e));
+    }
+  };
+  std::vector<sqllock::lease_guard> broken_kept;  // --break cancel: leases the history never hears of
+
+  // Multi-lock (--multi-pct): try_acquire_all of 2 or 3 names, all or nothing. Each lease is logged
+  // as an acquisition of its own (A line and history), so every per-name check covers it; the set
+  // is released at once. A set not acquired leaves nothing behind: each name is inspected after.
+  auto run_multi = [&] {
+    std::vector<std::string> set;
+    for (int i = 0; i < names && set.size() < 3; ++i) {
+      if (pick(0, 1) == 0 || names - i <= 2 - static_cast<int>(set.size())) set.push_back(lock_name(prefix, i));
+    }
+    std::sort(set.begin(), set.end());
+    const long long ttl_ms = pick(ttl_min, ttl_max);
+    std::string joined;
+    for (const auto& n : set) joined += (joined.empty() ? "" : "+") + n;
+    for (const auto& n : set) op("invoke", "acquire", n, 0, "ttl=" + std::to_string(ttl_ms) + ",multi=" + joined);
+    const auto t_req = now_us();
+    std::optional<sqllock::multi_lease_guard> mg;
+    sqllock::lease_options lo;
+    lo.ttl = std::chrono::milliseconds(ttl_ms);
+    lo.on_lost = on_lost_of("outer");
+    std::string failure;
+    try {
+      mg = sqllock::try_acquire_all(*c, set, wait, lo);
+      if (!mg) failure = "timeout";
+    } catch (const std::exception& e) {
+      failure = error_kind(e);
+      log.line("E", "acquire", failure, now_us(), e.what());
+    }
+    if (!mg) {
+      for (const auto& n : set) op(failure == "timeout" ? "fail" : phase_of(failure), "acquire", n, 0, failure);
+      if (broken == "multi" && failure == "timeout") {  // broken: keeps what it got of the set
+        for (const auto& n : set) {
+          try {
+            if (auto part = c->try_acquire_for(n, 1500ms, lo)) broken_kept.push_back(std::move(*part));
+          } catch (const std::exception&) {
+          }
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(pick(20, 150)));
+      for (const auto& n : set) inspect_op("after_multi_fail", n);
+      if (broken_kept.size() > 4) broken_kept.erase(broken_kept.begin());
+      return;
+    }
+    consecutive_errors = 0;
+    for (std::size_t i = 0; i < mg->size(); ++i) {
+      const auto& l = (*mg)[i];
+      op("ok", "acquire", l.name(), l.fencing_token(), "multi");
+      log.line("A", l.name() + sfx, l.fencing_token(), l.holder_id() + "#" + std::to_string(getpid()) + thread_tag, t_req,
+               now_us());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(5, ttl_ms / 2)));
+    for (std::size_t i = 0; i < mg->size(); ++i) {
+      if ((*mg)[i].lost()) op("lost", "outer", (*mg)[i].name(), (*mg)[i].fencing_token(), "flag");
+    }
+    const auto got = set;
+    std::vector<std::int64_t> tokens = mg->fencing_tokens();
+    for (std::size_t i = 0; i < got.size(); ++i) op("invoke", "release", got[i], tokens[i], "multi");
+    std::string result = "ok";
+    try {
+      mg->release();
+    } catch (const std::exception& e) {
+      result = error_kind(e);
+    }
+    // release() releases every lease and rethrows the first error: which one is not known, so an
+    // error is logged for every name (fail for an owner check, unknown otherwise).
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      op(result == "ok" ? "ok" : (result == "lease_lost" || result == "not_holder") ? "fail" : "unknown", "release",
+         got[i], tokens[i], result == "ok" ? "multi" : result);
+    }
+  };
+
+  // Leader election (--leader-pct, half of it): a leader_latch on `name` for a while, then closed.
+  // Each term is logged as an acquisition (on_elected: ok acquire with the term's token, and an A
+  // line); on_revoked ends it (lost: a loss report; closed: the release's invoke), so the per-name
+  // checks see "no two leaders at once" and the term tokens like any other holds.
+  auto run_latch = [&](const std::string& name) {
+    const long long ttl_ms = pick(ttl_min, ttl_max);
+    std::mutex mu;
+    long long t_inv = now_us();
+    std::int64_t term = 0;
+    bool leading = false;
+    bool closed_leading = false;
+    op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + ",latch");
+    sqllock::leader_latch_options lo;
+    lo.lease.ttl = std::chrono::milliseconds(ttl_ms);
+    lo.retry_delay = 200ms;
+    const std::string holder = c->holder_id() + "#" + std::to_string(getpid()) + thread_tag;
+    lo.on_elected = [&](std::int64_t tok) {
+      std::lock_guard lk(mu);
+      term = tok;
+      leading = true;
+      op("ok", "acquire", name, tok, "latch");
+      log.line("A", name + sfx, tok, holder, t_inv, now_us());
+    };
+    lo.on_revoked = [&](std::int64_t tok, sqllock::leadership_end why) {
+      std::lock_guard lk(mu);
+      leading = false;
+      if (why == sqllock::leadership_end::lost) {
+        op("lost", "outer", name, tok, "revoked");
+        t_inv = now_us();
+        op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + ",latch");
+      } else {
+        closed_leading = true;
+        op("invoke", "release", name, tok, "latch");
+      }
+    };
+    {
+      sqllock::leader_latch latch(*c, name, lo);
+      std::this_thread::sleep_for(std::chrono::milliseconds(pick(ttl_ms / 2, ttl_ms * 2)));
+      latch.close();
+    }
+    std::lock_guard lk(mu);
+    if (closed_leading) {
+      // close() never throws: a release whose answer was lost is only re-sent in the background, so
+      // its return is no acknowledgment (not an `ok`, which crash_after_ack would take at its word).
+      op("unknown", "release", name, term, "latch");
+    } else {
+      op("fail", "acquire", name, 0, "latch_closed");  // closed while not leading
+    }
   };
 
   while (!g_stop.load() && c) {
     // With --permits, `name` is the semaphore until the acquisition, then <semaphore>#<slot>.
     auto name = lock_name(prefix, static_cast<int>(pick(0, names - 1)));
-    const long long ttl_ms = pick(ttl_min, ttl_max);
+    // Releases racing renewals: a short TTL (the watchdog renews every third of it), released at a
+    // random moment, no write; then the row must not show this lease again.
+    const bool race = pick(0, 99) < race_pct;
+    // Cancellation of a waiter: acquire_for with a stop token requested at a random moment.
+    const bool cancel = !race && pick(0, 99) < cancel_pct;
+    const long long shape = race || cancel ? 100 : pick(0, 99);
+    if (shape < multi_pct) {
+      run_multi();
+      continue;
+    }
+    if (!shared && shape < multi_pct + leader_pct / 2) {  // latches: one per client (leader.hpp)
+      run_latch(name);
+      continue;
+    }
+    // The other half of the leader share: await_leadership, otherwise an ordinary hold.
+    const bool leader_await = shape < multi_pct + leader_pct;
+    const long long ttl_ms = race ? pick(150, 400) : pick(ttl_min, ttl_max);
     const auto ttl = std::chrono::milliseconds(ttl_ms);
     std::optional<sqllock::lease_guard> g;
     std::atomic<bool> lost_cb{false};
@@ -427,25 +672,98 @@ int run_lock(const args& a) {
         lost_cb = true;
         outer_lost(n, tok);
       };
-      g = permits > 0 ? c->try_acquire_permit_for(name, permits, wait, lo) : c->try_acquire_for(name, wait, lo);
+      if (cancel) {
+        std::stop_source stop;
+        const auto cancel_after = std::chrono::milliseconds(pick(0, wait.count()));
+        std::jthread canceller([&stop, cancel_after](std::stop_token own) {
+          std::mutex m;
+          std::condition_variable_any cv;
+          std::unique_lock lk(m);
+          cv.wait_for(lk, own, cancel_after, [] { return false; });
+          if (!own.stop_requested()) stop.request_stop();  // not once the acquire has returned
+        });
+        try {
+          g = c->acquire_for(name, wait, lo, stop.get_token());
+        } catch (const sqllock::acquire_timeout&) {
+          g.reset();
+        }
+      } else if (leader_await) {
+        try {
+          g = sqllock::await_leadership(*c, name, wait, lo);
+        } catch (const sqllock::acquire_timeout&) {
+          g.reset();
+        }
+      } else {
+        g = permits > 0 ? c->try_acquire_permit_for(name, permits, wait, lo) : c->try_acquire_for(name, wait, lo);
+      }
     } catch (const std::exception& e) {
-      op(phase_of(error_kind(e)), "acquire", name, 0, error_kind(e));
+      const auto k = error_kind(e);
+      op(phase_of(k), "acquire", name, 0, k);
+      if (k == "cancelled") {
+        if (broken == "cancel") {  // the deliberately broken variant: a lease nobody is told about
+          try {
+            sqllock::lease_options leak_lo;
+            leak_lo.ttl = std::chrono::milliseconds(ttl_min);
+            if (auto leak = c->try_acquire_for(name, 1500ms, leak_lo)) {
+              broken_kept.push_back(std::move(*leak));
+            }
+          } catch (const std::exception&) {
+          }
+        }
+        // A cancelled acquisition must leave nothing behind: after a moment (a statement still in
+        // flight would have landed), the row must not be held under a token this worker was never given.
+        std::this_thread::sleep_for(std::chrono::milliseconds(pick(20, 150)));
+        inspect_op("after_cancel", name);
+        continue;
+      }
       failed("acquire", e);
       continue;
     }
     if (!g) {
       op("fail", "acquire", name, 0, "timeout");
-      log.line("N", name, t_req, now_us());
+      log.line("N", name + sfx, t_req, now_us());
       continue;
     }
     if (permits > 0) name = slot_name(name, g->permit());
-    op("ok", "acquire", name, g->fencing_token(), "hold=" + std::to_string(g->hold_count()));
+    op("ok", "acquire", name, g->fencing_token(),
+       "hold=" + std::to_string(g->hold_count()) + (leader_await ? ",await_leadership" : ""));
     consecutive_errors = 0;
     const std::int64_t token = g->fencing_token();
     // The label plus the pid: what the fenced write records, unique per process even when the
     // label is shared.
-    const std::string holder = g->holder_id() + "#" + std::to_string(getpid());
-    log.line("A", name, token, holder, t_req, now_us());
+    const std::string holder = g->holder_id() + "#" + std::to_string(getpid()) + thread_tag;
+    log.line("A", name + sfx, token, holder, t_req, now_us());
+
+    if (race) {
+      // Hold across zero to several renewals, then release, most likely while one is in flight.
+      std::this_thread::sleep_for(std::chrono::microseconds(pick(0, ttl_ms * 1500)));
+      op("invoke", "release", name, token, "race");
+      auto t_rr = now_us();
+      std::string result = "ok";
+      const bool lost_before_release = g->lost();
+      try {
+        if (broken == "race") {  // the deliberately broken variant: claims a release it never made
+          broken_kept.push_back(std::move(*g));
+        } else {
+          g->release();
+        }
+        op("ok", "release", name, token, "race");
+      } catch (const std::exception& e) {
+        result = error_kind(e);
+        op(result == "lease_lost" || result == "not_holder" ? "fail" : phase_of(result), "release", name, token,
+           result);
+        if (result != "lease_lost" && result != "not_holder") log.line("E", "release", result, now_us(), e.what());
+      }
+      log.line("R", name + sfx, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
+      g.reset();
+      if (result == "ok") {
+        // Past the next renewal (a third of the TTL) and a late answer to one in flight.
+        std::this_thread::sleep_for(std::chrono::milliseconds(pick(ttl_ms / 2, ttl_ms * 3 / 2)));
+        inspect_op("after_release", name);
+      }
+      if (broken_kept.size() > 4) broken_kept.erase(broken_kept.begin());
+      continue;
+    }
 
     // Reentrant nesting: inner guards on the same name, TTL shorter or longer than the outer
     // one, released before the outer; the outer keeps holding past the inner TTL, so an inner
@@ -515,10 +833,10 @@ int run_lock(const args& a) {
       auto tx = c->begin();
       if (guarded) tx.require_lease(*g);
       if (durable_writes && c->backend_name() == "postgresql") tx.execute("SET LOCAL synchronous_commit = on");
-      auto n = guarded ? tx.execute(update_guarded, {val, token, holder, name})
-                       : tx.execute(update, {val, token, holder, name, token});
-      if (n == 1) tx.execute(insert, {name, token, holder, val});
-      log.line("X", name, token, now_us());  // inside the transaction, its writes not yet committed
+      auto n = guarded ? tx.execute(update_guarded, {val, token, holder, name + sfx})
+                       : tx.execute(update, {val, token, holder, name + sfx, token});
+      if (n == 1) tx.execute(insert, {name + sfx, token, holder, val});
+      log.line("X", name + sfx, token, now_us());  // inside the transaction, its writes not yet committed
       if (pick(0, 99) < slow_pct) std::this_thread::sleep_for(std::chrono::milliseconds(pick(100, 400)));
       committing = true;
       tx.commit();
@@ -529,7 +847,7 @@ int run_lock(const args& a) {
       op(committing ? "unknown" : "fail", "write", name, token, error_kind(e));
       log.line("E", "write", error_kind(e), now_us(), e.what());
     }
-    log.line("W", name, token, holder, t_ws, now_us(), applied, lost_before ? 1 : 0, val);
+    log.line("W", name + sfx, token, holder, t_ws, now_us(), applied, lost_before ? 1 : 0, val);
 
     // An explicit renew: after a takeover it must fail the owner check and mark the guard lost.
     op("invoke", "renew", name, token, "");
@@ -548,7 +866,7 @@ int run_lock(const args& a) {
         op("lost", "outer", name, token, "renew");
       }
     }
-    log.line("U", name, token, t_u0, now_us(), renewed, g->lost() ? 1 : 0);
+    log.line("U", name + sfx, token, t_u0, now_us(), renewed, g->lost() ? 1 : 0);
 
     bool lost_before_release = g->lost();
     if (lost_before_release) op("lost", "outer", name, token, "flag");
@@ -568,7 +886,7 @@ int run_lock(const args& a) {
       }
     }
     // (release() empties the guard, so lost() is read before it.)
-    log.line("R", name, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
+    log.line("R", name + sfx, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
     g.reset();
   }
   log.line("Q", now_us());

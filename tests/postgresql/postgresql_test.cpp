@@ -136,6 +136,71 @@ struct waiter_process {
   }
 };
 
+// Found by the fault harness (tests/fault, --pg-setting serializable,pgbouncer): a lease statement's
+// one-statement transaction can fail at COMMIT after the statement itself answered (a serializable
+// server reached through PgBouncer, where sqllock cannot pin READ COMMITTED: SSI's 40001 "read/write
+// dependencies among transactions" is raised at commit; a deferred constraint likewise). libpq then
+// gives the statement's rows first and the commit's error after them: the error is the outcome,
+// nothing was applied. Here a deferred constraint trigger on a lock table of the test's own fails
+// every commit that wrote a row, deterministically: an acquire must not return a lease (the harness
+// saw the same token acknowledged to two processes, the first acquisition rolled back), and with a
+// serialization failure (40001) sqllock retries until its deadline, then throws, never "acquired".
+TEST_F(PostgreSQL, ALeaseStatementWhoseCommitFailsIsNotAnAcquisition) {
+  const std::string table = unique("commit_fails");
+  sqllock::client_options o;
+  o.table = table;
+  o.require_schema = false;
+  auto c = client(o);
+  c.migrate();
+  {
+    pg_handle h(url());
+    ASSERT_TRUE(h.ok());
+    for (const char* code : {"P0001", "40001"}) {
+      const std::string fn = table + "_fail_" + code;
+      h.run("CREATE FUNCTION " + fn + "() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION USING "
+            "ERRCODE = '" + code + "', MESSAGE = 'fails at commit (test trigger)'; END $$");
+    }
+  }
+  auto arm = [&](const char* code) {
+    pg_handle h(url());
+    h.run("DROP TRIGGER IF EXISTS at_commit ON " + table);
+    h.run("CREATE CONSTRAINT TRIGGER at_commit AFTER INSERT OR UPDATE ON " + table +
+          " DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION " + table + "_fail_" + code + "()");
+  };
+  for (const char* code : {"P0001", "40001"}) {
+    SCOPED_TRACE(std::string("the commit fails with ") + code);
+    arm(code);
+    const auto name = unique("commit_fails_name");
+    sqllock::lease_options lo;
+    lo.ttl = 1s;
+    std::optional<sqllock::lease_guard> g;
+    std::string error;
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      g = c.try_acquire(name, lo);
+    } catch (const sqllock::error& e) {
+      error = e.what();
+    }
+    const auto took = std::chrono::steady_clock::now() - t0;
+    pg_handle h(url());
+    const std::string rows = h.run("SELECT count(*) FROM " + table + " WHERE name = '" + name + "'");
+    EXPECT_FALSE(g.has_value()) << "try_acquire returned a lease with token " << (g ? g->fencing_token() : 0)
+                                << ", yet its transaction rolled back: the table has " << rows << " row(s) for it";
+    EXPECT_EQ(rows, "0");
+    EXPECT_FALSE(error.empty()) << "a commit that failed must surface as an error";
+    EXPECT_LT(took, 60s);
+    if (g) {
+      try {
+        g->release();
+      } catch (const sqllock::error&) {
+      }
+    }
+  }
+  pg_handle h(url());
+  h.run("DROP TABLE IF EXISTS " + table + " CASCADE");
+  for (const char* code : {"P0001", "40001"}) h.run("DROP FUNCTION IF EXISTS " + table + "_fail_" + std::string(code) + "()");
+}
+
 TEST_F(PostgreSQL, NotificationWakesAWaiterInAnotherProcessWithin50ms) {
   auto c = client();
   std::vector<double> latencies;

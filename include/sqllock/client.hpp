@@ -133,7 +133,7 @@ struct SQLLOCK_EXPORT lease_options {
 
 /// A waiter in a fair queue (client::list_queue, `sqllock status`).
 struct SQLLOCK_EXPORT queue_info {
-  std::string name;
+  std::string name;    ///< the lock the waiter waits for
   std::string holder;  ///< the waiter's label (client_options::holder_id)
   std::int64_t seq = 0;  ///< its ticket's sequence number: the queue's order
   std::chrono::milliseconds waited{0};     ///< since it took its ticket (database clock)

@@ -685,21 +685,39 @@ std::optional<milliseconds> remaining(std::optional<milliseconds> timeout, stead
   const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
   return std::max(left, milliseconds(1));
 }
+
+/// What acquire_read and acquire_write check and compute before anything is sent.
+struct rw_call {
+  std::string name;
+  std::string what;  ///< "the read lock of 'x'" / "the write lock of 'x'"
+  steady::time_point start;
+  steady::time_point deadline;
+  bool waits;
+};
+
+rw_call begin_rw(std::string_view name_view, const lease_options& options, const std::optional<milliseconds>& timeout,
+                 const std::stop_token& stop, const std::string& side) {
+  validate_lock_name(name_view);
+  if (options.fair) throw invalid_argument("lease_options::fair is for plain locks, not read-write leases");
+  validate_ttl(options.ttl);
+  if (timeout && timeout->count() < 0) throw invalid_argument("acquire_" + side + ": negative timeout");
+  rw_call c{std::string(name_view), "", steady::now(), {}, !timeout || timeout->count() > 0};
+  c.what = "the " + side + " lock of '" + c.name + "'";
+  if (stop.stop_requested()) throw cancelled("acquire of " + c.what + " cancelled before it started");
+  c.deadline = c.start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
+  return c;
+}
 }  // namespace
 
 std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_view, const lease_options& options,
                                                          std::optional<milliseconds> timeout, std::stop_token stop,
                                                          bool throw_on_timeout) {
-  validate_lock_name(name_view);
-  if (options.fair) throw invalid_argument("lease_options::fair is for plain locks, not read-write leases");
-  validate_ttl(options.ttl);
-  if (timeout && timeout->count() < 0) throw invalid_argument("acquire_write: negative timeout");
-  const std::string name(name_view);
-  const std::string what = "the write lock of '" + name + "'";
-  if (stop.stop_requested()) throw cancelled("acquire of " + what + " cancelled before it started");
-  const auto start = steady::now();
-  const auto deadline = start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
-  const bool waits = !timeout || timeout->count() > 0;
+  const rw_call call = begin_rw(name_view, options, timeout, stop, "write");
+  const std::string& name = call.name;
+  const std::string& what = call.what;
+  const auto start = call.start;
+  const auto deadline = call.deadline;
+  const bool waits = call.waits;
   const std::uint64_t scope = current_scope();
   const std::string wrow = rw_writer_row(name);
   const std::string own_reader = rw_reader_row(name, nonce_, scope);
@@ -788,16 +806,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
 std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_view, const lease_options& options,
                                                         std::optional<milliseconds> timeout, std::stop_token stop,
                                                         bool throw_on_timeout) {
-  validate_lock_name(name_view);
-  if (options.fair) throw invalid_argument("lease_options::fair is for plain locks, not read-write leases");
-  validate_ttl(options.ttl);
-  if (timeout && timeout->count() < 0) throw invalid_argument("acquire_read: negative timeout");
-  const std::string name(name_view);
-  const std::string what = "the read lock of '" + name + "'";
-  if (stop.stop_requested()) throw cancelled("acquire of " + what + " cancelled before it started");
-  const auto start = steady::now();
-  const auto deadline = start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
-  const bool waits = !timeout || timeout->count() > 0;
+  const rw_call call = begin_rw(name_view, options, timeout, stop, "read");
+  const std::string& name = call.name;
+  const std::string& what = call.what;
+  const auto deadline = call.deadline;
+  const bool waits = call.waits;
   const std::uint64_t scope = current_scope();
   const std::string wrow = rw_writer_row(name);
   const std::string rrow = rw_reader_row(name, nonce_, scope);

@@ -24,6 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import check_history  # noqa: E402  (the history checker, tests/fault/check_history.py)
+from check_history import Violations  # noqa: E402  (one definition for the driver and the checker)
 
 FAKETIME_LIB_CANDIDATES = [
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -42,23 +43,6 @@ def parse_duration(text):
         raise argparse.ArgumentTypeError(f"bad duration {text!r} (e.g. 90s, 10m)")
     n = float(m.group(1))
     return n * {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[m.group(2)]
-
-
-class Violations:
-    def __init__(self):
-        self.items = []
-
-    def add(self, kind, detail):
-        self.items.append((kind, detail))
-
-    def count(self):
-        return len(self.items)
-
-    def by_kind(self):
-        out = {}
-        for k, _ in self.items:
-            out[k] = out.get(k, 0) + 1
-        return out
 
 
 class ThreadView:

@@ -401,7 +401,9 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
             << '\n';
   EXPECT_EQ(overlaps, 0);
   EXPECT_TRUE(killed_a_holder) << "no contender on node 3 held the lock within 5 s: the kill tested no live lease";
-  if (killed_a_holder) EXPECT_GT(losses[2] + losses[5], 0) << "the holder on the killed node was never told of its loss";
+  if (killed_a_holder) {
+    EXPECT_GT(losses[2] + losses[5], 0) << "the holder on the killed node was never told of its loss";
+  }
   for (int i = 0; i < 6; ++i) {
     EXPECT_GT(after_restart[i], 0) << "contender " << i << " (node " << i % 3 + 1 << ") never held the lock after node 3 was back";
   }

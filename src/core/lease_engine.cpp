@@ -256,6 +256,14 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
       last_error_at = steady::now();
       log_message(options_, log_level::info, "acquire of " + logged + " will be retried: " + e.what());
       return nullptr;
+    } catch (const retryable_error& e) {
+      // The server rolled the statement back (a serialization failure, a deadlock or a Galera
+      // certification conflict that outlasted the backend's own reruns): nothing was acquired and
+      // the server answers, so a waiting acquire tries again and, at its deadline, was simply not
+      // acquired in time, never this error. A single try reports it.
+      if (!waits) throw;
+      log_message(options_, log_level::info, "acquire of " + logged + " will be retried: " + e.what());
+      return nullptr;
     }
   };
 

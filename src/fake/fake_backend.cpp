@@ -27,6 +27,10 @@ void fake_backend::hang(fake_op op, int n) {
   std::lock_guard lk(mu_);
   hang_[op] += n;
 }
+void fake_backend::conflict(fake_op op, int n) {
+  std::lock_guard lk(mu_);
+  conflict_[op] += n;
+}
 void fake_backend::delay(fake_op op, milliseconds d) {
   std::lock_guard lk(mu_);
   delay_[op] = d;
@@ -56,6 +60,9 @@ fake_backend::fault fake_backend::before(fake_op op, steady::time_point deadline
       } else if (f == fault::none && lose_[key] > 0) {
         --lose_[key];
         f = fault::lose;
+      } else if (f == fault::none && conflict_[key] > 0) {
+        --conflict_[key];
+        f = fault::conflict;
       }
     }
   }
@@ -88,6 +95,10 @@ int fake_backend::migrate() {
 acquire_outcome fake_backend::acquire(const acquire_request& req) {
   const auto f = before(fake_op::acquire, req.deadline);
   if (f == fault::fail || f == fault::hang) no_answer("lease_acquire");
+  if (f == fault::conflict) {
+    throw serialization_failure("fake lease_acquire: could not serialize access (rolled back)", "fake", "40001",
+                                "lease_acquire");
+  }
   acquire_outcome out;
   {
     std::lock_guard lk(db_->mu);

@@ -44,7 +44,9 @@ enum class fake_op { acquire, renew, release, queue, any };
 /// - fail(op, n): the next n statements of op are not applied and throw connection_lost;
 /// - hang(op, n): the next n statements of op block until their deadline, are not applied, and
 ///   throw connection_lost (a partition);
-/// - delay(op, d): every statement of op takes d before it is applied (bounded by its deadline).
+/// - delay(op, d): every statement of op takes d before it is applied (bounded by its deadline);
+/// - conflict(op, n): the next n statements of op are not applied and throw serialization_failure
+///   (the server rolled them back: SERIALIZABLE's 40001, a Galera certification conflict).
 /// Counters: statements of each op.
 class fake_backend final : public backend {
  public:
@@ -54,6 +56,7 @@ class fake_backend final : public backend {
   void fail(fake_op op, int n);
   void hang(fake_op op, int n);
   void delay(fake_op op, std::chrono::milliseconds d);
+  void conflict(fake_op op, int n);
   int count(fake_op op) const;
 
   sqllock::dialect dialect() const noexcept override { return sqllock::dialect::sqlite; }
@@ -73,7 +76,7 @@ class fake_backend final : public backend {
   std::unique_ptr<session> begin(const transaction_options& options) override;
 
  private:
-  enum class fault { none, lose, fail, hang };
+  enum class fault { none, lose, fail, hang, conflict };
   /// Counts the statement, applies delay, and says which fault (if any) this one gets.
   fault before(fake_op op, steady::time_point deadline);
   [[noreturn]] void no_answer(const char* statement);
@@ -81,7 +84,7 @@ class fake_backend final : public backend {
 
   std::shared_ptr<fake_database> db_;
   mutable std::mutex mu_;  // the switches and counters
-  std::map<fake_op, int> lose_, fail_, hang_, counts_;
+  std::map<fake_op, int> lose_, fail_, hang_, conflict_, counts_;
   std::map<fake_op, std::chrono::milliseconds> delay_;
 };
 

@@ -280,6 +280,31 @@ TEST(Engine, AWaitingAcquireWhoseAnswerIsLostGetsTheSameAcquisition) {
   EXPECT_EQ(f.engine->inspect("n")->owner, g->acq->ref.owner);
 }
 
+// A statement the server rolled back (40001 at commit under SERIALIZABLE through a pooler, a Galera
+// conflict outlasting the backend's reruns) acquired nothing: a waiting acquire tries again and at
+// its deadline was simply not acquired in time; a single try reports the error. (The fault harness
+// saw try_acquire_for throw serialization_failure after its deadline instead.)
+TEST(Engine, AWaitingAcquireRidesOutRolledBackStatementsAndTimesOutPlainly) {
+  engine_fixture f;
+  f.fake->conflict(d::fake_op::acquire, 3);
+  auto g = f.engine->acquire("n", {}, 5s, {}, true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 4);
+  EXPECT_EQ(g->acq->ref.token, 1);
+
+  auto b = std::make_unique<d::fake_backend>(f.db);
+  auto* fake = b.get();
+  auto contender = std::make_shared<d::lease_engine>(std::move(b), sqllock::client_options{});
+  fake->conflict(d::fake_op::acquire, 1000000);
+  const auto start = steady::now();
+  EXPECT_THROW(contender->acquire("n", {}, 300ms, {}, true), sqllock::acquire_timeout);
+  EXPECT_LT(steady::now() - start, 2s);
+  EXPECT_GT(fake->count(d::fake_op::acquire), 1) << "the waiting acquire did not try again";
+  EXPECT_EQ(contender->acquire("n", {}, 300ms, {}, false), nullptr);
+  EXPECT_THROW(contender->acquire("n", {}, 0ms, {}, true), sqllock::serialization_failure);
+  EXPECT_EQ(f.engine->inspect("n")->owner, g->acq->ref.owner);
+}
+
 TEST(Engine, ASingleTryWhoseAnswerIsLostIsReportedAndItsLeaseFreedInTheBackground) {
   engine_fixture f;
   f.fake->lose_answers(d::fake_op::acquire, 1);

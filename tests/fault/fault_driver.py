@@ -1015,7 +1015,12 @@ class Driver:
                 nxt = [a for a in by_sem.get(base_name(name), []) if a["t_ack"] > ev["t"]]
                 first = min(nxt, key=lambda a: a["t_ack"]) if nxt else None
                 limit = first["t_ack"] if first else float("inf")
-                for n in timeouts.get(base_name(name), []):
+                # A token skipped before the next logged acquisition of this very row means someone
+                # held the name in between without an acknowledgment in the history (a multi-lock
+                # that took it and gave it back when the rest of its set timed out, an acquisition
+                # whose answer was lost): the waiter's timeout proves nothing then.
+                unlogged = first is not None and first["name"] == name and first["token"] > token + 1
+                for n in ([] if unlogged else timeouts.get(base_name(name), [])):
                     if free_by + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
                             not self.excused(n["pid"], free_by, n["t_end"]) and \
                             not self.db_stalled(free_by, n["t_end"]):

@@ -14,6 +14,12 @@
 #   SQLLOCK_TEST_MYSQL_SOCKET       the server's unix socket (root without password through it)
 #   SQLLOCK_TEST_MYSQL_RESTART      a command that restarts this server
 #   SQLLOCK_TEST_MYSQL_CRASH        a command that kills the server (kill -9) and starts it again
+#   SQLLOCK_TEST_MYSQL_SSL_CA       the CA that signed the server's certificate (the server offers TLS
+#                                   with a certificate for 127.0.0.1 and localhost, made with openssl
+#                                   at start; plain connections stay allowed)
+#   SQLLOCK_TEST_MYSQL_SSL_CERT     a client certificate signed by that CA, and its key in
+#   SQLLOCK_TEST_MYSQL_SSL_KEY
+#   SQLLOCK_TEST_MYSQL_X509_URL     an account that must present such a certificate (REQUIRE X509)
 set -euo pipefail
 
 die() { echo "mariadb-server.sh: $*" >&2; exit 1; }
@@ -35,6 +41,8 @@ test_user=sqllock
 test_password=sqllock_test_pw
 admin_user=sqllock_admin
 admin_password=sqllock_admin_pw
+x509_user=sqllock_x509
+x509_password=sqllock_x509_pw
 marker=.sqllock-mariadb
 
 free_port() {
@@ -63,6 +71,34 @@ log_tail() {
   echo "--------------------------------------" >&2
 }
 
+# make_certificates: a throwaway CA, a server certificate for 127.0.0.1/localhost and a client
+# certificate, all in $dir/tls (openssl; readable only by the user the server runs as).
+make_certificates() {
+  local t="$dir/tls"
+  mkdir -p "$t" && chmod 700 "$t"
+  {
+    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=sqllock test CA" \
+      -keyout "$t/ca-key.pem" -out "$t/ca.pem"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$t/server-key.pem" -out "$t/server.csr"
+    printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$t/server.ext"
+    openssl x509 -req -in "$t/server.csr" -CA "$t/ca.pem" -CAkey "$t/ca-key.pem" -CAcreateserial \
+      -days 30 -extfile "$t/server.ext" -out "$t/server.pem"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=sqllock test client" -keyout "$t/client-key.pem" \
+      -out "$t/client.csr"
+    openssl x509 -req -in "$t/client.csr" -CA "$t/ca.pem" -CAkey "$t/ca-key.pem" -CAcreateserial \
+      -days 30 -out "$t/client.pem"
+  } >"$t/openssl.log" 2>&1 || { cat "$t/openssl.log" >&2; die "making the test certificates failed"; }
+}
+
+# An account of the test database that can only log in over TLS with a client certificate.
+x509_account_sql() {
+  cat <<EOF
+CREATE USER IF NOT EXISTS '$x509_user'@'%' IDENTIFIED BY '$x509_password' REQUIRE X509;
+GRANT ALL PRIVILEGES ON \`$test_db\`.* TO '$x509_user'@'%';
+FLUSH PRIVILEGES;
+EOF
+}
+
 root_sql() {
   "$(client_bin)" --no-defaults --protocol=socket --socket="$dir/mysqld.sock" -uroot "$@"
 }
@@ -77,6 +113,7 @@ launch() {
     --log-error="$dir/error.log" --port="$port" --bind-address=127.0.0.1 --skip-name-resolve \
     --default-time-zone=+00:00 --character-set-server=utf8mb4 --collation-server=utf8mb4_bin \
     --innodb-buffer-pool-size=64M --max-connections=400 --skip-log-bin \
+    --ssl-ca="$dir/tls/ca.pem" --ssl-cert="$dir/tls/server.pem" --ssl-key="$dir/tls/server-key.pem" \
     --tmpdir="$dir/tmp" </dev/null >>"$dir/error.log" 2>&1 &
   local pid=$! i
   echo "$pid" >"$dir/launcher.pid"
@@ -120,11 +157,15 @@ export SQLLOCK_TEST_MYSQL_ADMIN_URL='mysql://$admin_user:$admin_password@127.0.0
 export SQLLOCK_TEST_MYSQL_SOCKET='$dir/mysqld.sock'
 export SQLLOCK_TEST_MYSQL_RESTART='$script_path restart $dir'
 export SQLLOCK_TEST_MYSQL_CRASH='$script_path crash $dir'
+export SQLLOCK_TEST_MYSQL_SSL_CA='$dir/tls/ca.pem'
+export SQLLOCK_TEST_MYSQL_SSL_CERT='$dir/tls/client.pem'
+export SQLLOCK_TEST_MYSQL_SSL_KEY='$dir/tls/client-key.pem'
+export SQLLOCK_TEST_MYSQL_X509_URL='mysql://$x509_user:$x509_password@127.0.0.1:$port/$test_db'
 EOF
 }
 
 start() {
-  install_missing
+  install_missing openssl
   mkdir_dir
   if server_pid >/dev/null; then
     die "a server is already running in $dir (use restart or stop)"
@@ -137,6 +178,7 @@ start() {
     [[ -z "$(ls -A "$dir" 2>/dev/null)" ]] || die "$dir is not empty and holds no server of ours"
     touch "$dir/$marker"
     mkdir -p "$dir/data" "$dir/tmp"
+    make_certificates
     local install_db
     install_db=$(command -v mariadb-install-db || command -v mysql_install_db)
     if ! "$install_db" --no-defaults --user="$(run_user)" --datadir="$dir/data" \
@@ -151,7 +193,7 @@ start() {
       [[ $attempt -lt 3 ]] || die "could not start mariadbd"
       echo "mariadb-server.sh: retrying on another port" >&2
     done
-    test_accounts_sql | root_sql || { log_tail; die "creating the test database and users failed"; }
+    { test_accounts_sql; x509_account_sql; } | root_sql || { log_tail; die "creating the test database and users failed"; }
   fi
   write_env "$(cat "$dir/port")"
   echo "mariadb-server.sh: MariaDB running on 127.0.0.1:$(cat "$dir/port"); source $dir/env.sh" >&2

@@ -250,6 +250,30 @@ TEST_F(galera, FlushAtTrxCommit2IsAcceptedOnANodeOfTheClusterAnd0IsRefused) {
   }
 }
 
+// The cluster's nodes are started without TLS (scripts/galera-cluster.sh), the single test server
+// with it (scripts/mariadb-server.sh, where mysql_tests checks the TLS success paths). So this is
+// where the refusal is exercised: ssl-mode=required on a server without TLS is connection_lost
+// naming TLS, never a plain-text session that the URL asked not to have.
+TEST_F(galera, SslModeRequiredIsRefusedByANodeWithoutTls) {
+  {
+    auto a = admin(1);
+    auto tx = a.begin();
+    const auto rows = tx.query("SHOW GLOBAL VARIABLES LIKE 'have_ssl'");
+    ASSERT_EQ(rows.size(), 1u);
+    ASSERT_NE(rows[0].as_text(1), "YES") << "node 1 offers TLS: this test needs a node without it";
+    tx.commit();
+  }
+  try {
+    auto c = sqllock::connect(node_url(1) + "?ssl-mode=required");
+    ADD_FAILURE() << "ssl-mode=required connected to a node without TLS";
+  } catch (const sqllock::connection_lost& e) {
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("TLS") != std::string::npos || what.find("SSL") != std::string::npos) << what;
+  }
+  auto plain = sqllock::connect(node_url(1) + "?ssl-mode=disabled");
+  EXPECT_TRUE(plain.try_acquire(sqllock_testing::unique_name("galera_plain")).has_value());
+}
+
 void set_provider_option(int node, const std::string& option) {
   auto a = admin(node);
   auto tx = a.begin();

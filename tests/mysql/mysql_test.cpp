@@ -781,6 +781,9 @@ TEST(MysqlUrl, TlsParametersAreValidatedBeforeConnecting) {
 
 TEST(MysqlUrl, SslModeReachesTheDriver) {
   const bool tls = server_has_tls();
+  // scripts/mariadb-server.sh starts its server with TLS and says so; then the TLS branches below
+  // must run, not be skipped because the server came up without it.
+  if (!env("SQLLOCK_TEST_MYSQL_SSL_CA").empty()) ASSERT_TRUE(tls) << "SQLLOCK_TEST_MYSQL_SSL_CA is set, yet the server has no TLS";
   const std::string name = unique_name("ssl-mode");
   for (const std::string mode : {"disabled", "DISABLED", "preferred"}) {
     auto c = sqllock::connect(with_param(url(), "ssl-mode=" + mode));
@@ -818,6 +821,82 @@ TEST(MysqlUrl, SslModeReachesTheDriver) {
           << mode;
     }
   }
+}
+
+namespace {
+
+/// The test server's TLS files (scripts/mariadb-server.sh); a test that needs them fails when they
+/// are missing, it is not skipped.
+struct tls_files {
+  std::string ca = env("SQLLOCK_TEST_MYSQL_SSL_CA");
+  std::string cert = env("SQLLOCK_TEST_MYSQL_SSL_CERT");
+  std::string key = env("SQLLOCK_TEST_MYSQL_SSL_KEY");
+  std::string x509_url = env("SQLLOCK_TEST_MYSQL_X509_URL");
+  bool complete() const { return !ca.empty() && !cert.empty() && !key.empty() && !x509_url.empty(); }
+};
+
+/// A throwaway account of the test database that the server lets in over TLS only (REQUIRE SSL).
+struct tls_only_account {
+  std::string user = "sqllock_tls_" + std::to_string(::getpid());
+  std::string password = "TlsOnly_pw7";
+  tls_only_account() {
+    drop();
+    run("CREATE USER '" + user + "'@'%' IDENTIFIED BY '" + password + "' REQUIRE SSL");
+    run("GRANT ALL PRIVILEGES ON `" + sqllock::parse_url(url()).database + "`.* TO '" + user + "'@'%'");
+  }
+  ~tls_only_account() { drop(); }
+  tls_only_account(const tls_only_account&) = delete;
+  tls_only_account& operator=(const tls_only_account&) = delete;
+  std::string url_with(const std::string& query) const {
+    const sqllock::database_url u = sqllock::parse_url(url());
+    return "mysql://" + user + ":" + password + "@" + u.host + ":" + std::to_string(u.port) + "/" + u.database + "?" +
+           query;
+  }
+
+ private:
+  static void run(const std::string& sql) {
+    auto c = admin_connection();
+    std::unique_ptr<sql::Statement> s(c->createStatement());
+    s->execute(sql);
+  }
+  void drop() { run("DROP USER IF EXISTS '" + user + "'@'%'"); }
+};
+
+}  // namespace
+
+// The success paths of TLS, on a server that offers it: ssl-mode=required really runs the
+// session over TLS (an account that requires it gets in, and the same account with
+// ssl-mode=disabled does not), verify_identity checks the server's certificate against the CA and
+// its name, and ssl-cert/ssl-key present a client certificate (an account that REQUIRE X509 gets
+// in only with them). Each connection takes and releases a lease, so the whole path is exercised.
+TEST(MysqlTls, RequiredVerifiedAndClientCertificateConnectionsHoldLeases) {
+  const tls_files f;
+  ASSERT_TRUE(f.complete()) << "SQLLOCK_TEST_MYSQL_SSL_CA/_CERT/_KEY/_X509_URL are not set: start the server "
+                               "with scripts/mariadb-server.sh and source its env.sh";
+  ASSERT_TRUE(server_has_tls());
+  const std::string name = unique_name("tls");
+  auto hold_once = [&](const std::string& u) {
+    auto c = sqllock::connect(u);
+    auto held = c.try_acquire(name, {.ttl = 30s});
+    ASSERT_TRUE(held) << "no lease over " << u;
+    auto other = make_client();
+    EXPECT_FALSE(other.try_acquire(name)) << "the TLS client's lease is not seen by a plain client";
+    held->release();
+  };
+  const tls_only_account account;
+  for (const std::string q : {std::string("ssl-mode=required"), "ssl-mode=verify_ca&ssl-ca=" + f.ca,
+                              "ssl-mode=verify_identity&ssl-ca=" + f.ca}) {
+    SCOPED_TRACE(q);
+    hold_once(account.url_with(q));
+  }
+  EXPECT_THROW(sqllock::connect(account.url_with("ssl-mode=disabled")), sqllock::error)
+      << "an account that requires TLS got in with ssl-mode=disabled: the mode is not what the session uses";
+
+  // REQUIRE X509: in with the client certificate, refused without it.
+  const std::string cert_query = "ssl-mode=verify_identity&ssl-ca=" + f.ca + "&ssl-cert=" + f.cert + "&ssl-key=" + f.key;
+  hold_once(with_param(f.x509_url, cert_query));
+  EXPECT_THROW(sqllock::connect(with_param(f.x509_url, "ssl-mode=verify_identity&ssl-ca=" + f.ca)), sqllock::error)
+      << "an account that requires a client certificate got in without one";
 }
 
 // "Got error N during COMMIT" (1180): the commit may have happened (on Galera, the other nodes can

@@ -6,6 +6,7 @@ set -euo pipefail
 minimal=(cmake ninja-build g++ pkg-config libsqlite3-dev libcli11-dev libgtest-dev)
 full=("${minimal[@]}" libpq-dev postgresql pgbouncer libmysqlcppconn-dev mariadb-server mariadb-client
       galera-4 rsync  # scripts/galera-cluster.sh (rsync: the state transfer to a joining node)
+      openssl  # the test MariaDB server's throwaway TLS certificates (scripts/mariadb-server.sh)
       libbenchmark-dev faketime gnuplot-nox clang libclang-rt-14-dev
       groff-base man-db zsh  # the man page and completion tests (tests/cli/man_page_check.sh, completion_check.sh)
       doxygen)  # the API reference (tests/docs/api_reference_check.sh)

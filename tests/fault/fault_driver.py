@@ -509,8 +509,16 @@ class Driver:
             pr.close()
 
     def db_stalls(self):
-        """Intervals (t0, t1) longer than 500 ms in which the probe's writes all failed or hung."""
-        oks = sorted(int(c[2]) for c in self.read_log(self.probe.log_path) if c[0] == "H" and c[3] == "ok")
+        """Intervals (t0, t1) longer than 500 ms in which the probe's writes all failed or hung,
+        including one that lasts from the probe's first write or up to its last (an outage the
+        database never came back from before the end, e.g. PgBouncer refusing logins for
+        server_login_retry after a crash, is a stall too, not a gap between two successes)."""
+        probes = [c for c in self.read_log(self.probe.log_path) if c[0] == "H"]
+        oks = sorted(int(c[2]) for c in probes if c[3] == "ok")
+        if probes:
+            first = min(int(c[1]) for c in probes)
+            last = max(int(c[2]) for c in probes)
+            oks = [first] + oks + [last] if oks else [first, last]
         return [(a, b) for a, b in zip(oks, oks[1:]) if b - a > 500_000]
 
     def db_stalled(self, t0, t1):

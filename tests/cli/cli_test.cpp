@@ -25,6 +25,7 @@
 
 #include "process_runner.hpp"
 #include "sqlite_fixture.hpp"
+#include "terminal_session.hpp"
 
 using namespace std::chrono_literals;
 using namespace cli_test;
@@ -947,39 +948,29 @@ TEST_F(cli, messages_while_the_command_has_the_terminal_do_not_stop_sqllock) {
 
 TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
   // An interactive bash on a pseudo-terminal: Ctrl-Z stops CMD and sqllock together (bash sees
-  // the job stopped, the lock stays held), `fg` resumes both, Ctrl-C then ends CMD.
-  write_file("cmd.sh", "trap 'echo int >> " + path("ints") + "; exit 5' INT\necho x > " + path("started") +
+  // the job stopped, the lock stays held), `fg` resumes both, Ctrl-C then ends CMD. Each step
+  // waits for its observable state (terminal_session.hpp); CMD is a bash script, not dash.
+  write_file("cmd.sh", "trap 'echo int >> " + path("ints") + "; exit 5' INT\necho $$ > " + path("pid") +
                            "\nwhile :; do sleep 0.05; done\n");
-  const std::string run = cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh");
-  const std::string status = cli_path() + " status --url " + url_ + " --json";
-  write_file("feed.sh",
-             "sleep 0.3\n"
-             "printf '%s\\n' '" +
-                 run +
-                 "'\n"
-                 "n=0; while [ ! -s " +
-                 path("started") +
-                 " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done\n"
-                 "sleep 0.2; printf '\\032'; sleep 0.5\n"
-                 "printf '%s\\n' 'jobs > " +
-                 path("jobs") + "; " + status + " > " + path("status") +
-                 "'\n"
-                 "sleep 0.5; printf 'fg; echo $? > " +
-                 path("rc") +
-                 "\\n'\n"
-                 "sleep 0.5; printf '\\003'\n"
-                 "n=0; while [ ! -s " +
-                 path("rc") +
-                 " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done\n"
-                 "printf 'exit\\n'; sleep 0.2\n");
-  const auto r = run_process(
-      {"/bin/sh", "-c", "/bin/sh " + path("feed.sh") + " | script -qec 'bash --norc --noprofile -i' /dev/null"});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(read_file(path("jobs")).find("Stopped"), std::string::npos) << read_file(path("jobs"));
-  const auto held = parse_json(read_file(path("status")));
-  EXPECT_EQ(held.items.size(), 1u) << "the lock stays held while the job is stopped";
+  terminal_session term;
+  ASSERT_TRUE(term.started());
+  ASSERT_TRUE(term.wait_for("$ "));
+  term.type(in_foreground(" run --url " + url_ + " --name tty -- bash " + path("cmd.sh")));
+  ASSERT_TRUE(wait_for_file(path("pid"))) << term.screen();
+  const pid_t cmd = std::stoi(trimmed_file("pid"));  // CMD leads its own process group
+  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(cmd) == cmd; })) << "CMD has the terminal";
+  term.type("\x1a");
+  ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
+  ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd); })) << process_group_states(cmd);
+  EXPECT_EQ(status_json().items.size(), 1u) << "the lock stays held while the job is stopped";
+  term.type("fg\n");
+  ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && terminal_foreground_of(cmd) == cmd; }))
+      << "fg continues CMD and gives it the terminal: " << process_group_states(cmd) << term.screen();
+  term.type("\x03");
+  ASSERT_TRUE(wait_for_file(path("ints"))) << term.screen();
+  term.type("echo rc=$?.\n");
+  EXPECT_TRUE(term.wait_for("rc=5.")) << "fg returns sqllock's exit code, CMD's own: " << term.screen();
   EXPECT_EQ(trimmed_file("ints"), "int");
-  EXPECT_EQ(trimmed_file("rc"), "5") << "fg returns sqllock's exit code, CMD's own";
   EXPECT_EQ(status_json().items.size(), 0u);
 }
 

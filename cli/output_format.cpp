@@ -257,7 +257,7 @@ std::string locks_json(const std::vector<status_row>& locks, const std::vector<s
            ", \"time_left_ms\": " + std::to_string(l.time_left.count());
     if (locks[i].what == status_row::kind::read_write) {
       out += locks[i].shared ? ", \"mode\": \"shared\", \"readers\": " + std::to_string(locks[i].readers)
-                             : std::string(", \"mode\": \"exclusive\"");
+                             : std::string(", \"mode\": \"exclusive\"") + (locks[i].waiting ? ", \"waiting\": true" : "");
     } else if (locks[i].what == status_row::kind::semaphore) {
       out += ", \"mode\": \"permit\", \"permit\": " + std::to_string(locks[i].permit);
     }

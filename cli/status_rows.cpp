@@ -74,8 +74,19 @@ std::vector<status_row> status_rows(const std::vector<sqllock::lock_info>& locks
     for (end = begin; end < rows.size() && rows[end].lock.name == rows[begin].lock.name; ++end) {
       if (rows[end].what == status_row::kind::read_write && rows[end].shared) ++readers;
     }
+    // The client of an owner id "<client nonce>.<n>": a client's own readers beside its writer are a
+    // downgrade (write, then read while still writing), another client's are a drain in progress.
+    const auto client_of = [](const std::string& owner) { return owner.substr(0, owner.find('.')); };
     for (std::size_t i = begin; i < end; ++i) {
-      if (rows[i].what == status_row::kind::read_write) rows[i].readers = readers;
+      if (rows[i].what != status_row::kind::read_write) continue;
+      rows[i].readers = readers;
+      if (rows[i].shared) continue;
+      for (std::size_t j = begin; j < end; ++j) {
+        if (rows[j].what == status_row::kind::read_write && rows[j].shared &&
+            client_of(rows[j].lock.owner) != client_of(rows[i].lock.owner)) {
+          rows[i].waiting = true;
+        }
+      }
     }
   }
   return rows;
@@ -86,7 +97,7 @@ std::string mode_text(const status_row& row) {
     case status_row::kind::lock:
       return "";
     case status_row::kind::read_write:
-      if (!row.shared) return "exclusive";
+      if (!row.shared) return row.waiting ? "exclusive (waiting for readers)" : "exclusive";
       return "shared (" + std::to_string(row.readers) + (row.readers == 1 ? " reader)" : " readers)");
     case status_row::kind::semaphore:
       return "permit " + std::to_string(row.permit);

@@ -19,6 +19,9 @@ struct status_row {
   bool shared = false;  ///< read_write: a reader (true) or the writer (false)
   int readers = 0;      ///< read_write: the live readers of this name (on every row of the name)
   int permit = -1;      ///< semaphore: the permit's slot (0-based)
+  /// read_write, the writer: readers of another client are still inside, so this writer holds its
+  /// row but waits for them to leave (writer preference keeps new readers out meanwhile).
+  bool waiting = false;
 };
 
 /// Decode one lock-table row name: the user's name and what the row is, or a plain lock (the name
@@ -26,10 +29,12 @@ struct status_row {
 status_row status_row_of(const sqllock::lock_info& row);
 
 /// Every row decoded, ordered by the user's name, then plain lock, writer, readers (by fencing
-/// token), permits (by slot), each group's readers counted.
+/// token), permits (by slot), each group's readers counted, a writer with another client's readers
+/// inside marked waiting.
 std::vector<status_row> status_rows(const std::vector<sqllock::lock_info>& locks);
 
-/// The MODE column: "" for a plain lock, "exclusive", "shared (N readers)", "permit K".
+/// The MODE column: "" for a plain lock, "exclusive", "exclusive (waiting for readers)",
+/// "shared (N readers)", "permit K".
 std::string mode_text(const status_row& row);
 
 }  // namespace sqllock_cli

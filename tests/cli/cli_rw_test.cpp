@@ -27,6 +27,14 @@ class cli_rw : public sqlite_fixture {
   std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra, const std::string& script) {
     return with_binary(sqlite_fixture::run_args(name, std::move(extra), script));
   }
+  /// Poll `status` until it shows `text` (10 s at most).
+  bool wait_until_status_shows(const std::string& text) {
+    for (int i = 0; i < 500; ++i) {
+      if (run_process({cli_path(), "status", "--url", url_}).out.find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
   /// A CMD that writes $SQLLOCK_FENCE to `out` and waits for the file `go`.
   std::string hold_until(const std::string& out, const std::string& go) const {
     return "echo \"$SQLLOCK_FENCE\" > " + path(out) + ".tmp && mv " + path(out) + ".tmp " + path(out) +
@@ -137,8 +145,24 @@ TEST_F(cli_rw, status_shows_readers_and_the_writer_under_the_lock_s_name) {
   EXPECT_EQ(count("\"mode\": \"shared\", \"readers\": 2}"), 2u) << json.out;
   EXPECT_EQ(count("\"mode\": \"exclusive\"}"), 1u) << json.out;
   EXPECT_EQ(count("\"mode\""), 3u) << "a plain lock's object is as before, without mode: " << json.out;
+  EXPECT_EQ(count("\"waiting\""), 0u) << json.out;
+
+  // A writer waiting for the readers holds its row already: shown as waiting, not as the holder.
+  background_process w2(run_args("db", {"--exclusive", "--wait", "20s", "--holder", "writer-2"}, hold_until("w2", "go2")),
+                        {});
+  ASSERT_TRUE(wait_until_status_shows("writer-2")) << "the waiting writer's row";
+  const auto waiting = run_process({cli_path(), "status", "--url", url_});
+  EXPECT_NE(waiting.out.find("db     exclusive (waiting for readers)  writer-2"), std::string::npos) << waiting.out;
+  const auto waiting_json = run_process({cli_path(), "status", "--url", url_, "--json"});
+  EXPECT_NE(waiting_json.out.find("\"mode\": \"exclusive\", \"waiting\": true}"), std::string::npos) << waiting_json.out;
+  EXPECT_FALSE(file_exists(path("w2")));
   std::ofstream(path("go")) << "go";
   for (auto* b : {&r1, &r2, &w, &p}) EXPECT_EQ(b->wait().exit_code, 0);
+  ASSERT_TRUE(wait_for_file(path("w2")));
+  const auto alone = run_process({cli_path(), "status", "--url", url_});
+  EXPECT_NE(alone.out.find("db    exclusive  writer-2"), std::string::npos) << "in, no longer waiting: " << alone.out;
+  std::ofstream(path("go2")) << "go";
+  EXPECT_EQ(w2.wait().exit_code, 0);
 }
 
 }  // namespace

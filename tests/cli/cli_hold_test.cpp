@@ -239,6 +239,7 @@ TEST_F(cli_hold, ctrl_z_and_fg_within_the_ttl_continue_the_command) {
   ASSERT_TRUE(wait_for_file(ticks)) << term.screen();
   ASSERT_TRUE(wait_for_file(path("pid")));
   const pid_t cmd = std::stoi(trimmed_file("pid"));  // CMD leads its own process group
+  const command_group_killer cleanup{cmd};
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
   ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd); })) << process_group_states(cmd);
@@ -268,6 +269,7 @@ TEST_F(cli_hold, ctrl_z_past_the_lease_then_fg_never_runs_the_command_again) {
   ASSERT_TRUE(wait_for_file(ticks)) << term.screen();
   ASSERT_TRUE(wait_for_file(path("pid")));
   const pid_t cmd = std::stoi(trimmed_file("pid"));
+  const command_group_killer cleanup{cmd};
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
   const long long stopped_at = wall_ns();
@@ -281,7 +283,6 @@ TEST_F(cli_hold, ctrl_z_past_the_lease_then_fg_never_runs_the_command_again) {
     EXPECT_LT(t, fg_at) << "CMD ran after fg, " << (t - fg_at) / 1000000 << " ms";
     EXPECT_LT(t, stopped_at + 2'000'000'000LL) << "CMD ran past the TTL after the stop";
   }
-  if (!gone(cmd)) ::kill(cmd, SIGKILL);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -108,6 +108,7 @@ TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
   term.type(in_foreground(" run --url " + url_ + " --name tty -- bash " + path("cmd.sh")));
   ASSERT_TRUE(wait_for_file(path("pid"))) << term.screen();
   const pid_t cmd = std::stoi(trimmed_file("pid"));  // CMD leads its own process group
+  const command_group_killer cleanup{cmd};
   ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(cmd) == cmd; })) << "CMD has the terminal";
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();

@@ -129,6 +129,22 @@ inline bool process_group_stopped(pid_t pgid) {
   return !s.empty() && s.find_first_not_of("TtZ") == std::string::npos;
 }
 
+/// At scope exit, SIGKILL the process group CMD leads if CMD still runs and still leads it: a
+/// failing test must not leave a stopped CMD behind (and sqllock renewing its lease for it).
+struct command_group_killer {
+  pid_t leader = -1;
+  ~command_group_killer() {
+    if (leader <= 0) return;
+    const std::string stat = read_file("/proc/" + std::to_string(leader) + "/stat");
+    const auto paren = stat.rfind(')');
+    if (paren == std::string::npos) return;
+    std::istringstream fields(stat.substr(paren + 1));
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (fields >> state >> ppid >> pgrp && pgrp == leader && state != 'Z') ::kill(-leader, SIGKILL);
+  }
+};
+
 /// Poll `condition` every 10 ms until it holds; false at the timeout.
 inline bool wait_until(const std::function<bool()>& condition,
                        std::chrono::milliseconds timeout = std::chrono::seconds(10)) {

@@ -290,7 +290,8 @@ int main_impl(int argc, char** argv) {
   add_common(status_cmd);
   status_cmd->add_flag("--json", status.json,
                        "print a JSON array of {name, holder, owner, fencing_token, hold_count, acquired_at, "
-                       "expires_at, time_left_ms} (times RFC 3339 UTC, on the database's clock)");
+                       "expires_at, time_left_ms} (times RFC 3339 UTC, on the database's clock); reader-writer and "
+                       "semaphore rows add mode (exclusive, shared with readers, permit with permit)");
 
   // release
   release_options release;

@@ -238,10 +238,14 @@ std::string human_duration(std::chrono::milliseconds d) {
 }
 
 std::string locks_json(const std::vector<sqllock::lock_info>& locks, const std::vector<sqllock::queue_info>& queue) {
+  return locks_json(status_rows(locks), queue);
+}
+
+std::string locks_json(const std::vector<status_row>& locks, const std::vector<sqllock::queue_info>& queue) {
   if (locks.empty()) return "[]\n";
   std::string out = "[\n";
   for (std::size_t i = 0; i < locks.size(); ++i) {
-    const auto& l = locks[i];
+    const auto& l = locks[i].lock;
     const auto time_or_null = [](std::chrono::system_clock::time_point t) {
       const std::string text = utc_time(t, true);
       return text.empty() ? std::string("null") : json_string(text);
@@ -251,9 +255,15 @@ std::string locks_json(const std::vector<sqllock::lock_info>& locks, const std::
            ", \"hold_count\": " + std::to_string(l.hold_count) + ", \"acquired_at\": " + time_or_null(l.acquired_at) +
            ", \"expires_at\": " + time_or_null(l.expires_at) +
            ", \"time_left_ms\": " + std::to_string(l.time_left.count());
+    if (locks[i].what == status_row::kind::read_write) {
+      out += locks[i].shared ? ", \"mode\": \"shared\", \"readers\": " + std::to_string(locks[i].readers)
+                             : std::string(", \"mode\": \"exclusive\"") + (locks[i].waiting ? ", \"waiting\": true" : "");
+    } else if (locks[i].what == status_row::kind::semaphore) {
+      out += ", \"mode\": \"permit\", \"permit\": " + std::to_string(locks[i].permit);
+    }
     std::string waiting;
     for (const auto& w : queue) {
-      if (w.name != l.name) continue;
+      if (w.name != l.name || locks[i].what != status_row::kind::lock) continue;
       waiting += std::string(waiting.empty() ? "" : ", ") + "{\"holder\": " + json_string(w.holder) +
                  ", \"seq\": " + std::to_string(w.seq) + ", \"waited_ms\": " + std::to_string(w.waited.count()) + "}";
     }
@@ -300,19 +310,26 @@ std::string queue_table(const std::vector<sqllock::queue_info>& queue) {
 }  // namespace
 
 std::string locks_table(const std::vector<sqllock::lock_info>& locks, const std::vector<sqllock::queue_info>& queue) {
+  return locks_table(status_rows(locks), queue);
+}
+
+std::string locks_table(const std::vector<status_row>& locks, const std::vector<sqllock::queue_info>& queue) {
   if (!queue.empty()) return locks_table(locks) + "\n" + queue_table(queue);
-  using row = std::array<std::string, 6>;
+  // MODE (column 1) only when a reader-writer lease or a semaphore is listed.
+  const bool with_mode = std::any_of(locks.begin(), locks.end(), [](const status_row& r) { return r.what != status_row::kind::lock; });
+  using row = std::array<std::string, 7>;
   std::vector<row> rows;
-  rows.push_back({"NAME", "HOLDER", "FENCE", "ACQUIRED (UTC)", "EXPIRES (UTC)", "TIME LEFT"});
+  rows.push_back({"NAME", "MODE", "HOLDER", "FENCE", "ACQUIRED (UTC)", "EXPIRES (UTC)", "TIME LEFT"});
   const auto time_or_dash = [](std::chrono::system_clock::time_point t) {
     const std::string text = utc_time(t, false);
     return text.empty() ? std::string("-") : text;
   };
-  for (const auto& l : locks) {
-    rows.push_back({printable(l.name), printable(l.holder), std::to_string(l.fencing_token),
+  for (const auto& r : locks) {
+    const auto& l = r.lock;
+    rows.push_back({printable(l.name), mode_text(r), printable(l.holder), std::to_string(l.fencing_token),
                     time_or_dash(l.acquired_at), time_or_dash(l.expires_at), human_duration(l.time_left)});
   }
-  std::array<std::size_t, 6> widths{};
+  std::array<std::size_t, 7> widths{};
   for (const auto& r : rows) {
     for (std::size_t c = 0; c < r.size(); ++c) widths[c] = std::max(widths[c], display_width(r[c]));
   }
@@ -320,10 +337,11 @@ std::string locks_table(const std::vector<sqllock::lock_info>& locks, const std:
   for (const auto& r : rows) {
     std::string line;
     for (std::size_t c = 0; c < r.size(); ++c) {
+      if (c == 1 && !with_mode) continue;
       const bool last = c + 1 == r.size();
       // The fencing token is right-aligned like every number; text columns are left-aligned.
       const std::string pad(widths[c] - display_width(r[c]), ' ');
-      line += c == 2 ? pad + r[c] : r[c] + (last ? "" : pad);
+      line += c == 3 ? pad + r[c] : r[c] + (last ? "" : pad);
       if (!last) line += "  ";
     }
     out += line + "\n";

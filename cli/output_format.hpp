@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sqllock/client.hpp"
+#include "status_rows.hpp"
 
 namespace sqllock_cli {
 
@@ -30,12 +31,18 @@ std::string human_duration(std::chrono::milliseconds d);
 /// ("2026-11-25T12:34:56.789Z", the database's clock), null when unknown.
 /// Fair-mode waiters (client::list_queue), when any wait on a listed lock, as a "waiters" array on
 /// its object: [{"holder","seq","waited_ms"}] in queue order; locks without waiters have no field.
+/// Reader-writer and semaphore rows (status_rows.hpp) carry the user's name and, added after
+/// "time_left_ms": "mode": "exclusive" | "shared" with "readers": N | "permit" with "permit": K;
+/// a plain lock's object has no "mode".
 std::string locks_json(const std::vector<sqllock::lock_info>& locks, const std::vector<sqllock::queue_info>& queue = {});
+std::string locks_json(const std::vector<status_row>& locks, const std::vector<sqllock::queue_info>& queue = {});
 
 /// The locks as a table with a header line (just the header when empty), its columns aligned by
 /// display width: NAME, HOLDER, FENCE, ACQUIRED (UTC), EXPIRES (UTC), TIME LEFT.
 /// When fair-mode waiters are queued (client::list_queue), a second table follows after a blank
 /// line: WAITING FOR, POS (1 = next), WAITER, WAITED.
+/// A MODE column follows NAME when a reader-writer lease or a semaphore is listed (mode_text).
 std::string locks_table(const std::vector<sqllock::lock_info>& locks, const std::vector<sqllock::queue_info>& queue = {});
+std::string locks_table(const std::vector<status_row>& locks, const std::vector<sqllock::queue_info>& queue = {});
 
 }  // namespace sqllock_cli

@@ -1,7 +1,5 @@
 // End-to-end tests of `sqllock run --max-hold` / `--min-hold`, of the at-risk message, and of the
 // fenced-write shell example (examples/fenced_job.sh), on SQLite (issue 13).
-#include <poll.h>
-#include <pty.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -24,6 +22,7 @@
 
 #include "process_runner.hpp"
 #include "sqlite_fixture.hpp"
+#include "terminal_session.hpp"
 
 using namespace std::chrono_literals;
 using namespace cli_test;
@@ -213,65 +212,6 @@ TEST_F(cli_hold, run_reports_a_lease_at_risk_when_renewals_fail) {
 // ---------------------------------------------------------------------------------------------
 // Ctrl-Z and fg at a terminal: CMD is continued only while the lease holds.
 
-/// An interactive bash on a pseudo-terminal, typed into like a user would.
-class terminal_session {
- public:
-  terminal_session() {
-    pid_ = ::forkpty(&master_, nullptr, nullptr, nullptr);
-    if (pid_ == 0) {
-      ::setenv("PS1", "$ ", 1);
-      ::unsetenv("SQLLOCK_URL");
-      ::execlp("bash", "bash", "--norc", "--noprofile", "-i", static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-  }
-  ~terminal_session() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-    }
-    if (master_ >= 0) ::close(master_);
-  }
-  terminal_session(const terminal_session&) = delete;
-  terminal_session& operator=(const terminal_session&) = delete;
-
-  bool started() const { return pid_ > 0 && master_ >= 0; }
-  void type(const std::string& text) { [[maybe_unused]] auto n = ::write(master_, text.data(), text.size()); }
-  /// Wait until the terminal has shown `needle` after what was already consumed; consume up to it.
-  bool wait_for(const std::string& needle, std::chrono::milliseconds timeout = 10s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    for (;;) {
-      if (const auto at = screen_.find(needle, seen_); at != std::string::npos) {
-        seen_ = at + needle.size();
-        return true;
-      }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) return false;
-      pollfd p{master_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
-      char buf[4096];
-      const ssize_t n = ::read(master_, buf, sizeof buf);
-      if (n <= 0) return false;
-      screen_.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  const std::string& screen() const { return screen_; }
-
- private:
-  pid_t pid_ = -1;
-  int master_ = -1;
-  std::string screen_;
-  std::size_t seen_ = 0;
-};
-
-/// A command line that starts `sqllock ARGS` as a foreground job once the shell has handed it the
-/// terminal: bash gives the terminal to a new job's process group from the parent side too, so a
-/// process that checks for it at once can still find the shell's group there (sqllock then does not
-/// take part in job control); the subshell's pause lets the hand-over finish first.
-std::string in_foreground(const std::string& args) { return "(sleep 0.3; exec " + cli_path() + args + ")\n"; }
-
 long long wall_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
@@ -286,40 +226,50 @@ std::vector<long long> ticks_in(const std::string& file) {
 }
 
 TEST_F(cli_hold, ctrl_z_and_fg_within_the_ttl_continue_the_command) {
+  // CMD ticks until told to finish, then exits 7; it is a bash script, see terminal_session.hpp
+  // for why not dash. The TTL is far longer than the stop (renewed every 10 s, stopped for about
+  // a second): a loaded machine cannot make the lease run out while stopped.
   terminal_session term;
   ASSERT_TRUE(term.started());
   ASSERT_TRUE(term.wait_for("$ "));
   const std::string ticks = path("ticks");
-  term.type(in_foreground(" run --url " + url_ +
-                          " --name job --ttl 6s -- sh -c 'i=0; while [ $i -lt 30 ]; do date +%s%N >> " + ticks +
-                          "; i=$((i+1)); sleep 0.05; done; exit 7'"));
-  ASSERT_TRUE(wait_for_file(ticks));
+  term.type(in_foreground(" run --url " + url_ + " --name job --ttl 30s -- bash -c 'echo $$ > " + path("pid") +
+                          "; until [ -e " + path("finish") + " ]; do date +%s%N >> " + ticks +
+                          "; sleep 0.05; done; exit 7'"));
+  ASSERT_TRUE(wait_for_file(ticks)) << term.screen();
+  ASSERT_TRUE(wait_for_file(path("pid")));
+  const pid_t cmd = std::stoi(trimmed_file("pid"));  // CMD leads its own process group
+  const command_group_killer cleanup{cmd};
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
-  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd); })) << process_group_states(cmd);
   const auto stopped = ticks_in(ticks).size();
   std::this_thread::sleep_for(700ms);
   EXPECT_EQ(ticks_in(ticks).size(), stopped) << "CMD is stopped with run";
   term.type("fg\n");
-  term.type("echo rc=$?\n");
-  ASSERT_TRUE(term.wait_for("rc=7", 20s)) << term.screen();
-  EXPECT_EQ(ticks_in(ticks).size(), 30u) << "CMD was continued after fg and ran to its end";
+  EXPECT_TRUE(wait_until([&] { return ticks_in(ticks).size() >= stopped + 3; })) << "CMD is continued after fg";
+  write_file("finish", "");
+  term.type("echo rc=$?.\n");
+  // "rc=7." (not "rc=7", which "rc=76" would match): CMD ran to its end, its exit code passed on.
+  ASSERT_TRUE(term.wait_for("rc=7.", 20s)) << term.screen();
   EXPECT_EQ(held_count(), 0u);
 }
 
 TEST_F(cli_hold, ctrl_z_past_the_lease_then_fg_never_runs_the_command_again) {
   // Stopped at the terminal longer than the TTL: nothing renews the lease, so CMD (which ignores
   // SIGTERM) must be gone by the time the lease can expire, and after fg it must not run again.
+  // CMD is a bash script, see terminal_session.hpp for why not dash.
   terminal_session term;
   ASSERT_TRUE(term.started());
   ASSERT_TRUE(term.wait_for("$ "));
   const std::string ticks = path("ticks");
   term.type(in_foreground(" run --url " + url_ +
-                          " --name job --ttl 2s --grace 10s -- sh -c \"trap '' TERM; echo \\$\\$ > " + path("pid") +
+                          " --name job --ttl 2s --grace 10s -- bash -c \"trap '' TERM; echo \\$\\$ > " + path("pid") +
                           "; while :; do date +%s%N >> " + ticks + "; sleep 0.05; done\""));
-  ASSERT_TRUE(wait_for_file(ticks));
+  ASSERT_TRUE(wait_for_file(ticks)) << term.screen();
   ASSERT_TRUE(wait_for_file(path("pid")));
   const pid_t cmd = std::stoi(trimmed_file("pid"));
+  const command_group_killer cleanup{cmd};
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
   const long long stopped_at = wall_ns();
@@ -327,13 +277,12 @@ TEST_F(cli_hold, ctrl_z_past_the_lease_then_fg_never_runs_the_command_again) {
   EXPECT_TRUE(gone(cmd)) << "CMD outlived the lease while sqllock was stopped";
   const long long fg_at = wall_ns();
   term.type("fg\n");
-  term.type("echo rc=$?\n");
-  ASSERT_TRUE(term.wait_for("rc=76", 20s)) << term.screen();
+  term.type("echo rc=$?.\n");
+  ASSERT_TRUE(term.wait_for("rc=76.", 20s)) << term.screen();
   for (long long t : ticks_in(ticks)) {
     EXPECT_LT(t, fg_at) << "CMD ran after fg, " << (t - fg_at) / 1000000 << " ms";
     EXPECT_LT(t, stopped_at + 2'000'000'000LL) << "CMD ran past the TTL after the stop";
   }
-  if (!gone(cmd)) ::kill(cmd, SIGKILL);
 }
 
 // ---------------------------------------------------------------------------------------------

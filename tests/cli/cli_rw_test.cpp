@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +26,14 @@ class cli_rw : public sqlite_fixture {
   /// `sqllock run --url U --name NAME EXTRA -- /bin/sh -c SCRIPT`, binary first.
   std::vector<std::string> run_args(const std::string& name, std::vector<std::string> extra, const std::string& script) {
     return with_binary(sqlite_fixture::run_args(name, std::move(extra), script));
+  }
+  /// Poll `status` until it shows `text` (10 s at most).
+  bool wait_until_status_shows(const std::string& text) {
+    for (int i = 0; i < 500; ++i) {
+      if (run_process({cli_path(), "status", "--url", url_}).out.find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
   }
   /// A CMD that writes $SQLLOCK_FENCE to `out` and waits for the file `go`.
   std::string hold_until(const std::string& out, const std::string& go) const {
@@ -94,6 +103,66 @@ TEST_F(cli_rw, bad_combinations_are_usage_errors) {
     EXPECT_EQ(r.exit_code, 64) << extra[0] << " " << extra[1] << ": " << r.err;
   }
   EXPECT_FALSE(file_exists(path("x")));
+}
+
+// `status` shows a reader-writer lease under its name with its mode, each holder on a row of its
+// own (holder, fence, expiry), never the derived row names the library stores them under.
+TEST_F(cli_rw, status_shows_readers_and_the_writer_under_the_lock_s_name) {
+  background_process r1(run_args("db", {"--shared", "--holder", "reader-1"}, hold_until("r1", "go")), {});
+  background_process r2(run_args("db", {"--shared", "--holder", "reader-2"}, hold_until("r2", "go")), {});
+  background_process w(run_args("wr", {"--exclusive", "--holder", "writer-1"}, hold_until("w", "go")), {});
+  background_process p(run_args("plain", {"--holder", "plain-1"}, hold_until("p", "go")), {});
+  for (const char* f : {"r1", "r2", "w", "p"}) ASSERT_TRUE(wait_for_file(path(f)));
+  const std::string fence_r1 = read_file(path("r1")).substr(0, read_file(path("r1")).find('\n'));
+  const std::string fence_w = read_file(path("w")).substr(0, read_file(path("w")).find('\n'));
+
+  const auto table = run_process({cli_path(), "status", "--url", url_});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.out.find("sqllock.rwlock"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.rfind("NAME   MODE                HOLDER    FENCE", 0), 0u) << table.out;
+  std::istringstream lines(table.out);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 5u) << table.out;
+  EXPECT_EQ(rows[1].rfind("db     shared (2 readers)  reader-", 0), 0u) << table.out;
+  EXPECT_EQ(rows[2].rfind("db     shared (2 readers)  reader-", 0), 0u) << table.out;
+  EXPECT_EQ(rows[3].rfind("plain                      plain-1", 0), 0u) << table.out;
+  EXPECT_EQ(rows[4].rfind("wr     exclusive           writer-1", 0), 0u) << table.out;
+  EXPECT_NE(rows[4].find(" " + fence_w + "  "), std::string::npos) << table.out;
+
+  const auto json = run_process({cli_path(), "status", "--url", url_, "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out.find("sqllock.rwlock"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("{\"name\": \"db\", \"holder\": \"reader-1\", "), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"fencing_token\": " + fence_r1 + ", "), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("{\"name\": \"db\", \"holder\": \"reader-2\", "), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("{\"name\": \"wr\", \"holder\": \"writer-1\", "), std::string::npos) << json.out;
+  const auto count = [&](const std::string& needle) {
+    std::size_t n = 0;
+    for (auto at = json.out.find(needle); at != std::string::npos; at = json.out.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("\"mode\": \"shared\", \"readers\": 2}"), 2u) << json.out;
+  EXPECT_EQ(count("\"mode\": \"exclusive\"}"), 1u) << json.out;
+  EXPECT_EQ(count("\"mode\""), 3u) << "a plain lock's object is as before, without mode: " << json.out;
+  EXPECT_EQ(count("\"waiting\""), 0u) << json.out;
+
+  // A writer waiting for the readers holds its row already: shown as waiting, not as the holder.
+  background_process w2(run_args("db", {"--exclusive", "--wait", "20s", "--holder", "writer-2"}, hold_until("w2", "go2")),
+                        {});
+  ASSERT_TRUE(wait_until_status_shows("writer-2")) << "the waiting writer's row";
+  const auto waiting = run_process({cli_path(), "status", "--url", url_});
+  EXPECT_NE(waiting.out.find("db     exclusive (waiting for readers)  writer-2"), std::string::npos) << waiting.out;
+  const auto waiting_json = run_process({cli_path(), "status", "--url", url_, "--json"});
+  EXPECT_NE(waiting_json.out.find("\"mode\": \"exclusive\", \"waiting\": true}"), std::string::npos) << waiting_json.out;
+  EXPECT_FALSE(file_exists(path("w2")));
+  std::ofstream(path("go")) << "go";
+  for (auto* b : {&r1, &r2, &w, &p}) EXPECT_EQ(b->wait().exit_code, 0);
+  ASSERT_TRUE(wait_for_file(path("w2")));
+  const auto alone = run_process({cli_path(), "status", "--url", url_});
+  EXPECT_NE(alone.out.find("db    exclusive  writer-2"), std::string::npos) << "in, no longer waiting: " << alone.out;
+  std::ofstream(path("go2")) << "go";
+  EXPECT_EQ(w2.wait().exit_code, 0);
 }
 
 }  // namespace

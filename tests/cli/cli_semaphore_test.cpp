@@ -101,4 +101,37 @@ TEST_F(cli_semaphore, bad_permit_counts_are_usage_errors) {
   EXPECT_FALSE(file_exists(path("x")));
 }
 
+// `status` shows a semaphore's permits under its name ("permit K"), never the derived row names.
+TEST_F(cli_semaphore, status_shows_permits_under_the_semaphore_s_name) {
+  background_process a(run_args("jobs", "3", {"--holder", "worker-a"}, hold_until_go("a")), {});
+  ASSERT_TRUE(wait_for_file(path("a")));
+  background_process b(run_args("jobs", "3", {"--holder", "worker-b"}, hold_until_go("b")), {});
+  ASSERT_TRUE(wait_for_file(path("b")));
+  int permit_a = -1, permit_b = -1;
+  long long fence_a = 0, fence_b = 0;
+  std::istringstream(read_file(path("a"))) >> permit_a >> fence_a;
+  std::istringstream(read_file(path("b"))) >> permit_b >> fence_b;
+
+  const auto table = run_process({cli_path(), "status", "--url", url_});
+  EXPECT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_EQ(table.out.find("sqllock.semaphore"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("jobs  permit " + std::to_string(permit_a) + "  worker-a"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("jobs  permit " + std::to_string(permit_b) + "  worker-b"), std::string::npos) << table.out;
+
+  const auto json = run_process({cli_path(), "status", "--url", url_, "--json"});
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(json.out.find("sqllock.semaphore"), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("{\"name\": \"jobs\", \"holder\": \"worker-a\", "), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"fencing_token\": " + std::to_string(fence_a) + ", "), std::string::npos) << json.out;
+  EXPECT_NE(json.out.find("\"mode\": \"permit\", \"permit\": " + std::to_string(permit_a) + "}"),
+            std::string::npos)
+      << json.out;
+  EXPECT_NE(json.out.find("\"mode\": \"permit\", \"permit\": " + std::to_string(permit_b) + "}"),
+            std::string::npos)
+      << json.out;
+  std::ofstream(path("go")) << "go";
+  EXPECT_EQ(a.wait().exit_code, 0);
+  EXPECT_EQ(b.wait().exit_code, 0);
+}
+
 }  // namespace

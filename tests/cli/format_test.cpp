@@ -43,8 +43,8 @@ TEST(format, human_duration) {
 }
 
 TEST(format, empty_outputs) {
-  EXPECT_EQ(sqllock_cli::locks_json({}), "[]\n");
-  EXPECT_EQ(sqllock_cli::locks_table({}), "NAME  HOLDER  FENCE  ACQUIRED (UTC)  EXPIRES (UTC)  TIME LEFT\n");
+  EXPECT_EQ(sqllock_cli::locks_json(std::vector<sqllock::lock_info>{}), "[]\n");
+  EXPECT_EQ(sqllock_cli::locks_table(std::vector<sqllock::lock_info>{}), "NAME  HOLDER  FENCE  ACQUIRED (UTC)  EXPIRES (UTC)  TIME LEFT\n");
 }
 
 TEST(format, table_aligns_columns) {
@@ -63,4 +63,37 @@ TEST(format, table_aligns_columns) {
   // Wide characters take two columns, combining marks none.
   EXPECT_EQ(sqllock_cli::display_width("\xe9\x8c\xa0\xe5\x89\x8d"), 4u);
   EXPECT_EQ(sqllock_cli::display_width("cafe\xcc\x81"), 4u);
+}
+
+// Derived row names (the library's rw_name.cpp / permit_name.cpp formats) decode to the user's
+// name; anything else, a 255-byte lock name that looks alike included, stays a plain lock.
+TEST(format, status_rows_decode_derived_row_names) {
+  const auto padded = [](std::string s) { return s.size() < 256 ? s + std::string(256 - s.size(), '.') : s; };
+  const auto row = [](std::string name) { return sqllock::lock_info{std::move(name), "h", 1, 1, 1000ms, "o", {}, {}}; };
+  const auto writer = sqllock_cli::status_row_of(row(padded("sqllock.rwlock.3.a.b.writer")));
+  EXPECT_EQ(writer.lock.name, "a.b");
+  EXPECT_EQ(writer.what, sqllock_cli::status_row::kind::read_write);
+  EXPECT_FALSE(writer.shared);
+  const auto reader = sqllock_cli::status_row_of(
+      row(padded("sqllock.rwlock.2.db.reader.6014bb26ddea54bcdb8be39fb9715de9.00000000000000000000")));
+  EXPECT_EQ(reader.lock.name, "db");
+  EXPECT_TRUE(reader.shared);
+  const auto permit = sqllock_cli::status_row_of(row(padded("sqllock.semaphore.4.jobs.permit.12")));
+  EXPECT_EQ(permit.lock.name, "jobs");
+  EXPECT_EQ(permit.what, sqllock_cli::status_row::kind::semaphore);
+  EXPECT_EQ(permit.permit, 12);
+  for (const std::string& plain : {std::string("sqllock.rwlock.2.db.writer"), padded("sqllock.rwlock.2.db.writer").substr(0, 255),
+                                  padded("sqllock.rwlock.9.db.writer"), padded("sqllock.semaphore.4.jobs.permit.x")}) {
+    const auto r = sqllock_cli::status_row_of(row(plain));
+    EXPECT_EQ(r.what, sqllock_cli::status_row::kind::lock) << plain;
+    EXPECT_EQ(r.lock.name, plain);
+  }
+  const auto rows = sqllock_cli::status_rows({row(padded("sqllock.rwlock.2.db.reader.x.1")), row("db"),
+                                              row(padded("sqllock.rwlock.2.db.writer")),
+                                              row(padded("sqllock.rwlock.2.db.reader.x.2"))});
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(sqllock_cli::mode_text(rows[0]), "");
+  EXPECT_EQ(sqllock_cli::mode_text(rows[1]), "exclusive");
+  EXPECT_EQ(sqllock_cli::mode_text(rows[2]), "shared (2 readers)");
+  EXPECT_EQ(sqllock_cli::mode_text(rows[3]), "shared (2 readers)");
 }

@@ -1,0 +1,128 @@
+// End-to-end tests of the `sqllock` command on SQLite (suite `cli`, split by topic over
+// cli_*_test.cpp, issue 12; fixture in cli_fixture.hpp): CMD at a terminal: reading it, Ctrl-C, messages with `stty tostop`, Ctrl-Z and fg.
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <ctime>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "process_runner.hpp"
+#include "cli_fixture.hpp"
+#include "sqlite_fixture.hpp"
+#include "terminal_session.hpp"
+
+using namespace std::chrono_literals;
+using namespace cli_test;
+
+namespace {
+
+TEST_F(cli, interactive_command_gets_the_terminal) {
+  // `script` (util-linux, Essential in Debian) runs sqllock on a pseudo-terminal in its
+  // foreground: CMD must be able to read the terminal (it runs in its own process group).
+  write_file("input", "hello\n");
+  write_file("cmd.sh", "read x; echo \"got $x\" > " + path("read") + "; exit 4\n");
+  const std::string inner = cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh");
+  process_options options;
+  options.stdin_path = path("input");
+  const auto r = run_process({"script", "-qec", inner, "/dev/null"}, options);
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_EQ(trimmed_file("read"), "got hello");
+}
+
+TEST_F(cli, ctrl_c_on_the_terminal_reaches_the_command_once) {
+  write_file("cmd.sh", "trap 'echo int >> " + path("ints") + "; exit 5' INT\necho x > " + path("started") +
+                           "\nwhile :; do sleep 0.05; done\n");
+  const std::string inner =
+      cli_path() + " run --url " + url_ + " --name tty -- /bin/sh " + path("cmd.sh") + "; echo $? > " + path("rc");
+  // Type Ctrl-C on the terminal once CMD runs; keep the terminal open a little longer.
+  write_file("outer.sh",
+             "(n=0; while [ ! -s " + path("started") +
+                 " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done; printf '\\003'; sleep 1) | script -qec '" +
+                 inner + "' /dev/null\n");
+  const auto r = run_process({"/bin/sh", path("outer.sh")});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(trimmed_file("ints"), "int") << "exactly one SIGINT, delivered by the terminal";
+  EXPECT_EQ(trimmed_file("rc"), "5");
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
+TEST_F(cli, messages_while_the_command_has_the_terminal_do_not_stop_sqllock) {
+  // With `stty tostop`, a background job writing to the terminal gets SIGTTOU. sqllock is in the
+  // background while CMD has the terminal, and must still report a lost lease and exit 76. An
+  // interactive bash makes sqllock a job of its own (a process group that is not orphaned, where
+  // the kernel would really send SIGTTOU).
+  const std::string run = cli_path() + " run --url " + url_ +
+                          " --name tty --ttl 2s --grace 200ms -- /bin/sh -c \"echo x > " + path("started") +
+                          "; exec sleep 30\"";
+  write_file("feed.sh",
+             "sleep 0.3\n"
+             "printf '%s\\n' 'stty tostop; " +
+                 run + "; echo $? > " + path("rc") +
+                 "'\n"
+                 "n=0; while [ ! -s " +
+                 path("rc") +
+                 " ] && [ $n -lt 200 ]; do sleep 0.05; n=$((n+1)); done\n"
+                 "printf 'exit\\n'; sleep 0.2\n");
+  auto p = std::make_unique<background_process>(
+      std::vector<std::string>{"/bin/sh", "-c",
+                               "/bin/sh " + path("feed.sh") + " | script -qec 'bash --norc --noprofile -i' /dev/null"},
+      process_options{});
+  if (!wait_for_file(path("started"))) {
+    write_file("rc", "x");  // ends the feed
+    const auto failed = p->wait(5s);
+    FAIL() << "CMD did not start: " << failed.out << failed.err;
+  }
+  EXPECT_EQ(sqllock({"release", "--url", url_, "--name", "tty", "--force"}).exit_code, 0);
+  ASSERT_TRUE(wait_for_file(path("rc")));
+  EXPECT_EQ(trimmed_file("rc"), "76");
+  const auto r = p->wait(10s);
+  EXPECT_NE(r.out.find("sending SIGTERM"), std::string::npos) << "written while in the background: " << r.out;
+}
+
+TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
+  // An interactive bash on a pseudo-terminal: Ctrl-Z stops CMD and sqllock together (bash sees
+  // the job stopped, the lock stays held), `fg` resumes both, Ctrl-C then ends CMD. Each step
+  // waits for its observable state (terminal_session.hpp); CMD is a bash script, not dash.
+  write_file("cmd.sh", "trap 'echo int >> " + path("ints") + "; exit 5' INT\necho $$ > " + path("pid") +
+                           "\nwhile :; do sleep 0.05; done\n");
+  terminal_session term;
+  ASSERT_TRUE(term.started());
+  ASSERT_TRUE(term.wait_for("$ "));
+  term.type(in_foreground(" run --url " + url_ + " --name tty -- bash " + path("cmd.sh")));
+  ASSERT_TRUE(wait_for_file(path("pid"))) << term.screen();
+  const pid_t cmd = std::stoi(trimmed_file("pid"));  // CMD leads its own process group
+  const command_group_killer cleanup{cmd};
+  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(cmd) == cmd; })) << "CMD has the terminal";
+  term.type("\x1a");
+  ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
+  ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd); })) << process_group_states(cmd);
+  EXPECT_EQ(status_json().items.size(), 1u) << "the lock stays held while the job is stopped";
+  term.type("fg\n");
+  ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && terminal_foreground_of(cmd) == cmd; }))
+      << "fg continues CMD and gives it the terminal: " << process_group_states(cmd) << term.screen();
+  term.type("\x03");
+  ASSERT_TRUE(wait_for_file(path("ints"))) << term.screen();
+  term.type("echo rc=$?.\n");
+  EXPECT_TRUE(term.wait_for("rc=5.")) << "fg returns sqllock's exit code, CMD's own: " << term.screen();
+  EXPECT_EQ(trimmed_file("ints"), "int");
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
+}  // namespace

@@ -497,3 +497,36 @@ TEST(RwName, RowsAreLongerThanAnyLockNameAndFallInTheirRanges) {
   EXPECT_FALSE(d::rw_queue_of(d::permit_row_name("a", 0)).has_value());
   EXPECT_FALSE(d::rw_queue_of("sqllock.rwlock.1.a.writer").has_value()) << "short names are lock names";
 }
+
+// The waiting loop is shared: a semaphore permit and a fair lock ride out rolled-back statements
+// too (retryable_error), time out plainly at their deadline, and a single try still reports it.
+TEST(Engine, AWaitingPermitAcquireRidesOutRolledBackStatementsAndTimesOutPlainly) {
+  engine_fixture f;
+  f.fake->conflict(d::fake_op::acquire, 3);
+  auto g = f.engine->acquire_permit("s", 1, {}, 5s, {}, true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 4);
+
+  f.fake->conflict(d::fake_op::acquire, 1000000);
+  const auto start = steady::now();
+  EXPECT_THROW(f.engine->acquire_permit("s2", 2, {}, 300ms, {}, true), sqllock::acquire_timeout);
+  EXPECT_LT(steady::now() - start, 2s);
+  EXPECT_GT(f.fake->count(d::fake_op::acquire), 5) << "the waiting permit acquire did not try again";
+  EXPECT_EQ(f.engine->acquire_permit("s2", 2, {}, 300ms, {}, false), nullptr);
+  EXPECT_THROW(f.engine->acquire_permit("s2", 2, {}, 0ms, {}, true), sqllock::serialization_failure);
+}
+
+TEST(EngineFair, AWaitingFairAcquireRidesOutRolledBackStatementsAndTimesOutPlainly) {
+  engine_fixture f;
+  f.fake->conflict(d::fake_op::queue, 2);
+  f.fake->conflict(d::fake_op::acquire, 2);
+  auto g = f.engine->acquire("n", fair_opts(2s), 5s, {}, true);
+  ASSERT_TRUE(g);
+
+  f.fake->conflict(d::fake_op::queue, 1000000);
+  const auto start = steady::now();
+  EXPECT_THROW(f.engine->acquire("m", fair_opts(2s), 300ms, {}, true), sqllock::acquire_timeout);
+  EXPECT_LT(steady::now() - start, 2s);
+  EXPECT_EQ(f.engine->acquire("m", fair_opts(2s), 300ms, {}, false), nullptr);
+  EXPECT_THROW(f.engine->acquire("m", fair_opts(2s), 0ms, {}, true), sqllock::serialization_failure);
+}

@@ -64,6 +64,15 @@ steady::time_point statement_deadline(steady::time_point t0, milliseconds ttl, b
   return d;
 }
 
+/// Runs `f` (which must not throw) when the scope ends, however it ends.
+template <class F>
+struct at_exit {
+  F f;
+  ~at_exit() { f(); }
+};
+template <class F>
+at_exit(F) -> at_exit<F>;
+
 /// A waiting acquire's last lost connection: at the deadline it is the error if it came before it
 /// (a try cut short by the call's own deadline is "not acquired in time").
 struct lost_try {
@@ -212,8 +221,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
         throw;
       }
     }
-    const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
-    renewer_->schedule(renew_at, deadline_at);
+    schedule_renewal(*h->acq);
     return h;
   }
 
@@ -228,23 +236,14 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
 
   // However this call ends without a lease, a lease an unanswered attempt may have taken is freed
   // (by owner id: it cannot touch anything else).
-  struct abandon_guard {
-    lease_engine& e;
-    const std::string& name;
-    const std::string& owner;
-    const lease_options& options;
-    bool& unknown;
-    steady::time_point& unknown_at;
-    bool& done;
-    ~abandon_guard() {
-      if (done || !unknown) return;
-      try {
-        e.outbox_.add({{name, owner, 0}, milliseconds(0), {}}, unknown_at + options.ttl + milliseconds(1000));
-        e.renewer_->poke();
-      } catch (...) {
-      }
+  const at_exit abandon{[&]() noexcept {
+    if (done || !unknown) return;
+    try {
+      outbox_.add({{name, owner, 0}, milliseconds(0), {}}, unknown_at + options.ttl + milliseconds(1000));
+      renewer_->poke();
+    } catch (...) {
     }
-  } abandon{*this, name, owner, options, unknown, unknown_at, done};
+  }};
 
   const bool waits = !timeout || timeout->count() > 0;
   auto attempt = [&]() -> std::shared_ptr<lease_state> {
@@ -258,12 +257,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
       lost.error = nullptr;
       return nullptr;
     }
-    if (outbox_.has(name)) {
-      const auto now = steady::now();
-      for (const auto& n : outbox_.flush(*db_, lane::caller, now, name, statement_deadline(now, options.ttl, bounded, deadline))) {
-        queues_.wake(n);
-      }
-    }
+    flush_outbox_of(name, options.ttl, bounded, deadline);
     const auto t0 = steady::now();
     acquire_request req{name, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
     try {
@@ -282,8 +276,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     if (!last.acquired) return nullptr;
     auto h = book_.add({name, owner, last.token}, label_, scope, t0, options, self);
     done = true;
-    const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
-    renewer_->schedule(renew_at, deadline_at);
+    schedule_renewal(*h->acq);
     if (options_.log) {
       log_message(options_, log_level::debug,
                   "acquired " + logged + " (token " + std::to_string(last.token) + ") after " +
@@ -380,25 +373,18 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
   // is freed (by owner id) unless it is the one this call returns.
   std::vector<std::pair<std::string, steady::time_point>> unknown;
   std::string acquired_row;
-  struct abandon_guard {
-    lease_engine& e;
-    const std::vector<std::pair<std::string, steady::time_point>>& unknown;
-    const std::string& acquired_row;
-    const std::string& owner;
-    const lease_options& options;
-    ~abandon_guard() {
-      bool any = false;
-      for (const auto& [row, at] : unknown) {
-        if (row == acquired_row) continue;
-        try {
-          e.outbox_.add({{row, owner, 0}, milliseconds(0), {}}, at + options.ttl + milliseconds(1000));
-          any = true;
-        } catch (...) {
-        }
+  const at_exit abandon{[&]() noexcept {
+    bool any = false;
+    for (const auto& [row, at] : unknown) {
+      if (row == acquired_row) continue;
+      try {
+        outbox_.add({{row, owner, 0}, milliseconds(0), {}}, at + options.ttl + milliseconds(1000));
+        any = true;
+      } catch (...) {
       }
-      if (any) e.renewer_->poke();
     }
-  } abandon{*this, unknown, acquired_row, owner, options};
+    if (any) renewer_->poke();
+  }};
 
   thread_local std::minstd_rand rng{std::random_device{}()};
   // One pass over the permits from a random slot (spreads contention); nullptr when all are taken.
@@ -409,12 +395,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       const int slot = (first + i) % permits;
       const std::string row = permit_row_name(name, slot);
       if (book_.holds_name(row)) continue;  // a permit of this client: never re-entered
-      if (outbox_.has(row)) {
-        const auto now = steady::now();
-        for (const auto& n : outbox_.flush(*db_, lane::caller, now, row, statement_deadline(now, options.ttl, bounded, deadline))) {
-          queues_.wake(n);
-        }
-      }
+      flush_outbox_of(row, options.ttl, bounded, deadline);
       const auto t0 = steady::now();
       acquire_request req{row, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
       acquire_outcome got;
@@ -437,8 +418,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       h->semaphore = name;
       h->permit = slot;
       acquired_row = row;
-      const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
-      renewer_->schedule(renew_at, deadline_at);
+      schedule_renewal(*h->acq);
       if (options_.log) {
         log_message(options_, log_level::debug,
                     "acquired permit " + std::to_string(slot) + " of semaphore '" + name + "' (token " +
@@ -501,29 +481,21 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
 
   // However this call ends without a lease, its ticket is deleted and a lease handed to it (or
   // taken by an unanswered acquire) is released, handing the lock on: one owner-checked statement.
-  struct abandon_guard {
-    lease_engine& e;
-    const std::string& name;
-    const std::string& owner;
-    const lease_options& options;
-    bool& entered;
-    bool& done;
-    ~abandon_guard() {
-      if (done || !entered) return;
-      release_request req{{name, owner, 0}, milliseconds(0), steady::now() + io_timeout, true};
+  const at_exit abandon{[&]() noexcept {
+    if (done || !entered) return;
+    release_request req{{name, owner, 0}, milliseconds(0), steady::now() + io_timeout, true};
+    try {
+      db_->release(req, lane::caller);
+      queues_.wake(name);
+      wake_fair(name);
+    } catch (...) {
       try {
-        e.db_->release(req, lane::caller);
-        e.queues_.wake(name);
-        e.wake_fair(name);
+        outbox_.add(req, steady::now() + std::max(options.ttl, options.fair_ticket_ttl) + milliseconds(1000));
+        renewer_->poke();
       } catch (...) {
-        try {
-          e.outbox_.add(req, steady::now() + std::max(options.ttl, options.fair_ticket_ttl) + milliseconds(1000));
-          e.renewer_->poke();
-        } catch (...) {
-        }
       }
     }
-  } abandon{*this, name, owner, options, entered, done};
+  }};
 
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
     lost.rethrow_if_before(deadline);
@@ -556,19 +528,13 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
       last = {};
       return nullptr;
     }
-    if (outbox_.has(name)) {
-      const auto now = steady::now();
-      for (const auto& n : outbox_.flush(*db_, lane::caller, now, name, statement_deadline(now, options.ttl, bounded, deadline))) {
-        queues_.wake(n);
-      }
-    }
+    flush_outbox_of(name, options.ttl, bounded, deadline);
     const auto t1 = steady::now();
     last = db_->acquire({name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)});
     if (!last.acquired) return nullptr;
     auto h = book_.add({name, owner, last.token}, label_, scope, t1, options, self);
     done = true;
-    const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
-    renewer_->schedule(renew_at, deadline_at);
+    schedule_renewal(*h->acq);
     if (options_.log) {
       log_message(options_, log_level::debug,
                   "acquired '" + name + "' (fair, token " + std::to_string(last.token) + ", " +
@@ -650,6 +616,19 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
         break;
       }
     }
+  }
+}
+
+void lease_engine::schedule_renewal(const acquisition& a) {
+  const auto [renew_at, deadline_at] = book_.times_of(a);
+  renewer_->schedule(renew_at, deadline_at);
+}
+
+void lease_engine::flush_outbox_of(const std::string& row, milliseconds ttl, bool bounded, steady::time_point deadline) {
+  if (!outbox_.has(row)) return;
+  const auto now = steady::now();
+  for (const auto& n : outbox_.flush(*db_, lane::caller, now, row, statement_deadline(now, ttl, bounded, deadline))) {
+    queues_.wake(n);
   }
 }
 

@@ -277,6 +277,32 @@ std::string locks_json(const std::vector<status_row>& locks, const std::vector<s
 
 namespace {
 
+// Rows (the first is the header) in columns two spaces apart, each as wide as its widest cell (by
+// display width); the `number` column (a count, a token) is right-aligned like every number, the
+// text columns left-aligned with no trailing blanks on the last; the `omitted` column (if any) is
+// not printed.
+template <std::size_t N>
+std::string aligned_table(const std::vector<std::array<std::string, N>>& rows, std::size_t number,
+                          std::size_t omitted = N) {
+  std::array<std::size_t, N> widths{};
+  for (const auto& r : rows) {
+    for (std::size_t c = 0; c < N; ++c) widths[c] = std::max(widths[c], display_width(r[c]));
+  }
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < N; ++c) {
+      if (c == omitted) continue;
+      const bool last = c + 1 == N;
+      const std::string pad(widths[c] - display_width(r[c]), ' ');
+      line += c == number ? pad + r[c] : r[c] + (last ? "" : pad);
+      if (!last) line += "  ";
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 // The table of fair-mode waiters: WAITING FOR, POS, WAITER, WAITED (aligned like the lock table).
 std::string queue_table(const std::vector<sqllock::queue_info>& queue) {
   using row = std::array<std::string, 4>;
@@ -289,22 +315,7 @@ std::string queue_table(const std::vector<sqllock::queue_info>& queue) {
     last_name = w.name;
     rows.push_back({printable(w.name), std::to_string(pos), printable(w.holder), human_duration(w.waited)});
   }
-  std::array<std::size_t, 4> widths{};
-  for (const auto& r : rows) {
-    for (std::size_t c = 0; c < r.size(); ++c) widths[c] = std::max(widths[c], display_width(r[c]));
-  }
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < r.size(); ++c) {
-      const bool last = c + 1 == r.size();
-      const std::string pad(widths[c] - display_width(r[c]), ' ');
-      line += c == 1 ? pad + r[c] : r[c] + (last ? "" : pad);
-      if (!last) line += "  ";
-    }
-    out += line + "\n";
-  }
-  return out;
+  return aligned_table(rows, 1);
 }
 
 }  // namespace
@@ -329,24 +340,7 @@ std::string locks_table(const std::vector<status_row>& locks, const std::vector<
     rows.push_back({printable(l.name), mode_text(r), printable(l.holder), std::to_string(l.fencing_token),
                     time_or_dash(l.acquired_at), time_or_dash(l.expires_at), human_duration(l.time_left)});
   }
-  std::array<std::size_t, 7> widths{};
-  for (const auto& r : rows) {
-    for (std::size_t c = 0; c < r.size(); ++c) widths[c] = std::max(widths[c], display_width(r[c]));
-  }
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < r.size(); ++c) {
-      if (c == 1 && !with_mode) continue;
-      const bool last = c + 1 == r.size();
-      // The fencing token is right-aligned like every number; text columns are left-aligned.
-      const std::string pad(widths[c] - display_width(r[c]), ' ');
-      line += c == 3 ? pad + r[c] : r[c] + (last ? "" : pad);
-      if (!last) line += "  ";
-    }
-    out += line + "\n";
-  }
-  return out;
+  return aligned_table(rows, 3, with_mode ? row{}.size() : 1);  // FENCE right-aligned; MODE only when used
 }
 
 }  // namespace sqllock_cli

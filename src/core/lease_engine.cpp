@@ -64,6 +64,77 @@ steady::time_point statement_deadline(steady::time_point t0, milliseconds ttl, b
   return d;
 }
 
+/// Runs `f` (which must not throw) when the scope ends, however it ends.
+template <class F>
+struct at_exit {
+  F f;
+  ~at_exit() { f(); }
+};
+template <class F>
+at_exit(F) -> at_exit<F>;
+
+/// A waiting acquire's last lost connection: at the deadline it is the error if it came before it
+/// (a try cut short by the call's own deadline is "not acquired in time").
+struct lost_try {
+  std::exception_ptr error;
+  steady::time_point at{};
+  void rethrow_if_before(steady::time_point deadline) const {
+    if (error && at < deadline) std::rethrow_exception(error);
+  }
+};
+
+/// One try of an acquire (a plain lock, a semaphore's permits, a fair ticket and lease). A waiting
+/// acquire (`waits`) rides out a lost connection (the backend reconnects; remembered in `lost`) and a
+/// statement the server rolled back (a serialization failure, a deadlock or a Galera certification
+/// conflict that outlasted the backend's own reruns: nothing was acquired and the server answers)
+/// as "not acquired", tries again and at its deadline was simply not acquired in time, never that
+/// rollback. A single try reports both.
+template <class Try>
+std::shared_ptr<lease_state> ride_out(Try&& attempt, bool waits, lost_try& lost, const client_options& log,
+                                      const std::string& what) {
+  try {
+    return attempt();
+  } catch (const connection_lost& e) {
+    if (!waits) throw;
+    lost.error = std::current_exception();
+    lost.at = steady::now();
+    log_message(log, log_level::info, what + " will be retried: " + e.what());
+    return nullptr;
+  } catch (const retryable_error& e) {
+    if (!waits) throw;
+    log_message(log, log_level::info, what + " will be retried: " + e.what());
+    return nullptr;
+  }
+}
+
+/// The waiting loop of a plain lock and of a semaphore's permits: FIFO among this client's waiters
+/// for `ticket`'s key; the head tries, then backs off (never past the lease end it saw, shorter
+/// with `events` from the backend) until woken by a local release, cancelled (throws) or the
+/// deadline (`give_up`).
+template <class Try, class GiveUp>
+std::shared_ptr<lease_state> poll_at_head(wait_queues::ticket& ticket, const std::stop_token& stop,
+                                          steady::time_point deadline, Try&& try_once, GiveUp&& give_up,
+                                          const acquire_outcome& last, const lost_try& lost, bool events,
+                                          const client_options& options, const std::string& woken) {
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  std::uniform_real_distribution<double> uniform(0.0, 1.0);
+  backoff_state backoff;
+  for (;;) {
+    if (!ticket.wait_until_head(stop, deadline)) return give_up();
+    const auto events_before = ticket.events();
+    if (auto h = try_once()) return h;
+    if (steady::now() >= deadline) return give_up();
+    const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
+    const auto pause = next_poll_delay(backoff, holder_known, last.time_left, events && !lost.error, options.poll_min,
+                                       options.poll_max, uniform(rng));
+    ticket.sleep(stop, std::min(deadline, steady::now() + pause), events_before);
+    if (ticket.events() != events_before) {
+      backoff.polls = 0;  // something was released: start over
+      if (options.log) log_message(options, log_level::debug, woken);
+    }
+  }
+}
+
 }  // namespace
 
 lease_engine::lease_engine(std::unique_ptr<backend> db, const client_options& options)
@@ -150,8 +221,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
         throw;
       }
     }
-    const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
-    renewer_->schedule(renew_at, deadline_at);
+    schedule_renewal(*h->acq);
     return h;
   }
 
@@ -159,31 +229,21 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
 
   const std::string owner = next_owner();
   acquire_outcome last;
-  std::exception_ptr last_error;
-  steady::time_point last_error_at{};
+  lost_try lost;
   bool unknown = false;  // an attempt got no answer: it may have acquired the lease
   steady::time_point unknown_at{};
   bool done = false;
 
   // However this call ends without a lease, a lease an unanswered attempt may have taken is freed
   // (by owner id: it cannot touch anything else).
-  struct abandon_guard {
-    lease_engine& e;
-    const std::string& name;
-    const std::string& owner;
-    const lease_options& options;
-    bool& unknown;
-    steady::time_point& unknown_at;
-    bool& done;
-    ~abandon_guard() {
-      if (done || !unknown) return;
-      try {
-        e.outbox_.add({{name, owner, 0}, milliseconds(0), {}}, unknown_at + options.ttl + milliseconds(1000));
-        e.renewer_->poke();
-      } catch (...) {
-      }
+  const at_exit abandon{[&]() noexcept {
+    if (done || !unknown) return;
+    try {
+      outbox_.add({{name, owner, 0}, milliseconds(0), {}}, unknown_at + options.ttl + milliseconds(1000));
+      renewer_->poke();
+    } catch (...) {
     }
-  } abandon{*this, name, owner, options, unknown, unknown_at, done};
+  }};
 
   const bool waits = !timeout || timeout->count() > 0;
   auto attempt = [&]() -> std::shared_ptr<lease_state> {
@@ -194,15 +254,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
       last = {};
       last.holder = label_;
       last.time_left = *left;
-      last_error = nullptr;
+      lost.error = nullptr;
       return nullptr;
     }
-    if (outbox_.has(name)) {
-      const auto now = steady::now();
-      for (const auto& n : outbox_.flush(*db_, lane::caller, now, name, statement_deadline(now, options.ttl, bounded, deadline))) {
-        queues_.wake(n);
-      }
-    }
+    flush_outbox_of(name, options.ttl, bounded, deadline);
     const auto t0 = steady::now();
     acquire_request req{name, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
     try {
@@ -217,12 +272,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
       events_->emit_error(e, name);
       throw;
     }
-    last_error = nullptr;
+    lost.error = nullptr;
     if (!last.acquired) return nullptr;
     auto h = book_.add({name, owner, last.token}, label_, scope, t0, options, self);
     done = true;
-    const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
-    renewer_->schedule(renew_at, deadline_at);
+    schedule_renewal(*h->acq);
     if (options_.log) {
       log_message(options_, log_level::debug,
                   "acquired " + logged + " (token " + std::to_string(last.token) + ") after " +
@@ -237,7 +291,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
     // A try cut short by this call's own deadline (a row lock held by a guarded transaction, a
     // slow server) is "not acquired in time"; a connection lost before it is an error.
-    if (last_error && last_error_at < deadline) std::rethrow_exception(last_error);
+    lost.rethrow_if_before(deadline);
     if (!throw_on_timeout) return nullptr;
     std::string msg = what + " not acquired within " + format_ms(timeout.value_or(milliseconds(0)));
     if (!last.holder.empty()) {
@@ -245,27 +299,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     }
     throw acquire_timeout(msg, display, last.holder, last.time_left, std::string(db_->kind()));
   };
-  // One try; a waiting acquire rides out a lost connection (the backend reconnects) until its
-  // deadline, a single try reports it.
-  auto try_once = [&]() -> std::shared_ptr<lease_state> {
-    try {
-      return attempt();
-    } catch (const connection_lost& e) {
-      if (!waits) throw;
-      last_error = std::current_exception();
-      last_error_at = steady::now();
-      log_message(options_, log_level::info, "acquire of " + logged + " will be retried: " + e.what());
-      return nullptr;
-    } catch (const retryable_error& e) {
-      // The server rolled the statement back (a serialization failure, a deadlock or a Galera
-      // certification conflict that outlasted the backend's own reruns): nothing was acquired and
-      // the server answers, so a waiting acquire tries again and, at its deadline, was simply not
-      // acquired in time, never this error. A single try reports it.
-      if (!waits) throw;
-      log_message(options_, log_level::info, "acquire of " + logged + " will be retried: " + e.what());
-      return nullptr;
-    }
-  };
+  auto try_once = [&] { return ride_out(attempt, waits, lost, options_, "acquire of " + logged); };
 
   if (!queues_.has_waiters(name) || !waits) {
     if (auto h = try_once()) return h;
@@ -280,24 +314,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     const std::string& name;
     ~unwatch_guard() { w.remove(name); }
   } unwatch{watches_, name};
-
-  thread_local std::minstd_rand rng{std::random_device{}()};
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  backoff_state backoff;
-  for (;;) {
-    if (!ticket.wait_until_head(stop, deadline)) return give_up();
-    const auto events_before = ticket.events();
-    if (auto h = try_once()) return h;
-    if (steady::now() >= deadline) return give_up();
-    const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
-    const auto pause = next_poll_delay(backoff, holder_known, last.time_left, events && !last_error, options_.poll_min,
-                                       options_.poll_max, uniform(rng));
-    ticket.sleep(stop, std::min(deadline, steady::now() + pause), events_before);
-    if (ticket.events() != events_before) {
-      backoff.polls = 0;  // something was released: start over
-      if (options_.log) log_message(options_, log_level::debug, "woken: '" + name + "' may have been released");
-    }
-  }
+  return poll_at_head(ticket, stop, deadline, try_once, give_up, last, lost, events, options_,
+                      "woken: '" + name + "' may have been released");
 }
 
 std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_view, int permits,
@@ -350,31 +368,23 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
   auto self = shared_from_this();
   const std::string owner = next_owner();
   acquire_outcome last;  // the last refusal seen (a holder and its time left)
-  std::exception_ptr last_error;
-  steady::time_point last_error_at{};
+  lost_try lost;
   // Permits whose acquire got no answer: each may have been taken under this call's owner id, and
   // is freed (by owner id) unless it is the one this call returns.
   std::vector<std::pair<std::string, steady::time_point>> unknown;
   std::string acquired_row;
-  struct abandon_guard {
-    lease_engine& e;
-    const std::vector<std::pair<std::string, steady::time_point>>& unknown;
-    const std::string& acquired_row;
-    const std::string& owner;
-    const lease_options& options;
-    ~abandon_guard() {
-      bool any = false;
-      for (const auto& [row, at] : unknown) {
-        if (row == acquired_row) continue;
-        try {
-          e.outbox_.add({{row, owner, 0}, milliseconds(0), {}}, at + options.ttl + milliseconds(1000));
-          any = true;
-        } catch (...) {
-        }
+  const at_exit abandon{[&]() noexcept {
+    bool any = false;
+    for (const auto& [row, at] : unknown) {
+      if (row == acquired_row) continue;
+      try {
+        outbox_.add({{row, owner, 0}, milliseconds(0), {}}, at + options.ttl + milliseconds(1000));
+        any = true;
+      } catch (...) {
       }
-      if (any) e.renewer_->poke();
     }
-  } abandon{*this, unknown, acquired_row, owner, options};
+    if (any) renewer_->poke();
+  }};
 
   thread_local std::minstd_rand rng{std::random_device{}()};
   // One pass over the permits from a random slot (spreads contention); nullptr when all are taken.
@@ -385,12 +395,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       const int slot = (first + i) % permits;
       const std::string row = permit_row_name(name, slot);
       if (book_.holds_name(row)) continue;  // a permit of this client: never re-entered
-      if (outbox_.has(row)) {
-        const auto now = steady::now();
-        for (const auto& n : outbox_.flush(*db_, lane::caller, now, row, statement_deadline(now, options.ttl, bounded, deadline))) {
-          queues_.wake(n);
-        }
-      }
+      flush_outbox_of(row, options.ttl, bounded, deadline);
       const auto t0 = steady::now();
       acquire_request req{row, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
       acquire_outcome got;
@@ -404,7 +409,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
         events_->emit_error(e, row);
         throw;
       }
-      last_error = nullptr;
+      lost.error = nullptr;
       if (!got.acquired) {
         if (!got.holder.empty() && (last.holder.empty() || got.time_left < last.time_left)) last = got;
         continue;
@@ -413,8 +418,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       h->semaphore = name;
       h->permit = slot;
       acquired_row = row;
-      const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
-      renewer_->schedule(renew_at, deadline_at);
+      schedule_renewal(*h->acq);
       if (options_.log) {
         log_message(options_, log_level::debug,
                     "acquired permit " + std::to_string(slot) + " of semaphore '" + name + "' (token " +
@@ -428,19 +432,9 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
     }
     return nullptr;
   };
-  auto try_once = [&]() -> std::shared_ptr<lease_state> {
-    try {
-      return scan();
-    } catch (const connection_lost& e) {
-      if (!waits) throw;
-      last_error = std::current_exception();
-      last_error_at = steady::now();
-      log_message(options_, log_level::info, "acquire of a permit of '" + name + "' will be retried: " + e.what());
-      return nullptr;
-    }
-  };
+  auto try_once = [&] { return ride_out(scan, waits, lost, options_, "acquire of a permit of '" + name + "'"); };
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
-    if (last_error && last_error_at < deadline) std::rethrow_exception(last_error);
+    lost.rethrow_if_before(deadline);
     if (!throw_on_timeout) return nullptr;
     std::string msg = "no permit of semaphore '" + name + "' (" + std::to_string(permits) + " permits) acquired within " +
                       format_ms(timeout.value_or(milliseconds(0)));
@@ -460,22 +454,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
   // a permit. Other clients' releases are found by polling.
   wait_queues::ticket ticket(queues_, key);
   if (options_.log) log_waiting("a permit of semaphore '" + name + "'", last.holder, last.time_left, false);
-  std::uniform_real_distribution<double> uniform(0.0, 1.0);
-  backoff_state backoff;
-  for (;;) {
-    if (!ticket.wait_until_head(stop, deadline)) return give_up();
-    const auto events_before = ticket.events();
-    if (auto h = try_once()) return h;
-    if (steady::now() >= deadline) return give_up();
-    const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
-    const auto pause = next_poll_delay(backoff, holder_known, last.time_left, false, options_.poll_min,
-                                       options_.poll_max, uniform(rng));
-    ticket.sleep(stop, std::min(deadline, steady::now() + pause), events_before);
-    if (ticket.events() != events_before) {
-      backoff.polls = 0;
-      if (options_.log) log_message(options_, log_level::debug, "woken: a permit of '" + name + "' was released here");
-    }
-  }
+  return poll_at_head(ticket, stop, deadline, try_once, give_up, last, lost, false, options_,
+                      "woken: a permit of '" + name + "' was released here");
 }
 
 std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name, const lease_options& options,
@@ -495,39 +475,30 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
 
   acquire_outcome last;
   queue_outcome place;
-  std::exception_ptr last_error;
-  steady::time_point last_error_at{};
+  lost_try lost;
   bool entered = false;  // a ticket may exist (a poll was sent)
   bool done = false;
 
   // However this call ends without a lease, its ticket is deleted and a lease handed to it (or
   // taken by an unanswered acquire) is released, handing the lock on: one owner-checked statement.
-  struct abandon_guard {
-    lease_engine& e;
-    const std::string& name;
-    const std::string& owner;
-    const lease_options& options;
-    bool& entered;
-    bool& done;
-    ~abandon_guard() {
-      if (done || !entered) return;
-      release_request req{{name, owner, 0}, milliseconds(0), steady::now() + io_timeout, true};
+  const at_exit abandon{[&]() noexcept {
+    if (done || !entered) return;
+    release_request req{{name, owner, 0}, milliseconds(0), steady::now() + io_timeout, true};
+    try {
+      db_->release(req, lane::caller);
+      queues_.wake(name);
+      wake_fair(name);
+    } catch (...) {
       try {
-        e.db_->release(req, lane::caller);
-        e.queues_.wake(name);
-        e.wake_fair(name);
+        outbox_.add(req, steady::now() + std::max(options.ttl, options.fair_ticket_ttl) + milliseconds(1000));
+        renewer_->poke();
       } catch (...) {
-        try {
-          e.outbox_.add(req, steady::now() + std::max(options.ttl, options.fair_ticket_ttl) + milliseconds(1000));
-          e.renewer_->poke();
-        } catch (...) {
-        }
       }
     }
-  } abandon{*this, name, owner, options, entered, done};
+  }};
 
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
-    if (last_error && last_error_at < deadline) std::rethrow_exception(last_error);
+    lost.rethrow_if_before(deadline);
     if (!throw_on_timeout) return nullptr;
     std::string msg = "lock '" + name + "' not acquired (fair) within " + format_ms(timeout.value_or(milliseconds(0)));
     if (place.ahead > 0) msg += ": " + std::to_string(place.ahead) + " waiter(s) ahead";
@@ -544,48 +515,35 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
   // A poll renews the ticket (a write) when a quarter of its TTL has passed since the last renewal;
   // a wake-up in between only reads where the waiter stands.
   steady::time_point renewed{};
-  auto try_once = [&]() -> std::shared_ptr<lease_state> {
-    try {
-      const auto t0 = steady::now();
-      entered = true;
-      const bool refresh_now = place.seq == 0 || t0 - renewed >= refresh / 2;
-      queue_request q{name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline), place.seq,
-                      refresh_now};
-      place = db_->queue_poll(q);
-      if (refresh_now && place.seq != 0) renewed = t0;
-      last_error = nullptr;
-      if (place.seq == 0 || (place.ahead > 0 && !place.mine)) {
-        last = {};
-        return nullptr;
-      }
-      if (outbox_.has(name)) {
-        const auto now = steady::now();
-        for (const auto& n : outbox_.flush(*db_, lane::caller, now, name, statement_deadline(now, options.ttl, bounded, deadline))) {
-          queues_.wake(n);
-        }
-      }
-      const auto t1 = steady::now();
-      last = db_->acquire({name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)});
-      if (!last.acquired) return nullptr;
-      auto h = book_.add({name, owner, last.token}, label_, scope, t1, options, self);
-      done = true;
-      const auto [renew_at, deadline_at] = book_.times_of(*h->acq);
-      renewer_->schedule(renew_at, deadline_at);
-      if (options_.log) {
-        log_message(options_, log_level::debug,
-                    "acquired '" + name + "' (fair, token " + std::to_string(last.token) + ", " +
-                        (place.mine ? "handed over" : "first in line") + ") after " +
-                        format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
-      }
-      return h;
-    } catch (const connection_lost& e) {
-      if (!waits) throw;
-      last_error = std::current_exception();
-      last_error_at = steady::now();
-      log_message(options_, log_level::info, std::string("fair acquire of '") + name + "' will be retried: " + e.what());
+  auto attempt = [&]() -> std::shared_ptr<lease_state> {
+    const auto t0 = steady::now();
+    entered = true;
+    const bool refresh_now = place.seq == 0 || t0 - renewed >= refresh / 2;
+    queue_request q{name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline), place.seq,
+                    refresh_now};
+    place = db_->queue_poll(q);
+    if (refresh_now && place.seq != 0) renewed = t0;
+    lost.error = nullptr;
+    if (place.seq == 0 || (place.ahead > 0 && !place.mine)) {
+      last = {};
       return nullptr;
     }
+    flush_outbox_of(name, options.ttl, bounded, deadline);
+    const auto t1 = steady::now();
+    last = db_->acquire({name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)});
+    if (!last.acquired) return nullptr;
+    auto h = book_.add({name, owner, last.token}, label_, scope, t1, options, self);
+    done = true;
+    schedule_renewal(*h->acq);
+    if (options_.log) {
+      log_message(options_, log_level::debug,
+                  "acquired '" + name + "' (fair, token " + std::to_string(last.token) + ", " +
+                      (place.mine ? "handed over" : "first in line") + ") after " +
+                      format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
+    }
+    return h;
   };
+  auto try_once = [&] { return ride_out(attempt, waits, lost, options_, "fair acquire of '" + name + "'"); };
 
   // Woken by releases (local, or the backend's events for the name): only a waiter that counts
   // itself first in line polls at once; the others keep their ticket-renewal schedule.
@@ -630,13 +588,13 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     // First in line (the lock held by someone else, or not yet seen free): back off like a plain
     // waiter; further back: renew the ticket on schedule, or sooner when woken often enough to be next.
     milliseconds pause = refresh;
-    if (!last_error && place.ahead == 0) {
+    if (!lost.error && place.ahead == 0) {
       const bool holder_known = !last.holder.empty() && last.time_left.count() > 0;
       pause = std::min(refresh, next_poll_delay(backoff, holder_known, last.time_left, events, options_.poll_min,
                                                 options_.poll_max, uniform(rng)));
     } else if (!events) {
       pause = std::min(refresh, options_.poll_max);
-    } else if (last_error) {
+    } else if (lost.error) {
       pause = std::min(refresh, options_.poll_min * 4);
     }
     std::int64_t ahead = place.ahead;
@@ -658,6 +616,19 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
         break;
       }
     }
+  }
+}
+
+void lease_engine::schedule_renewal(const acquisition& a) {
+  const auto [renew_at, deadline_at] = book_.times_of(a);
+  renewer_->schedule(renew_at, deadline_at);
+}
+
+void lease_engine::flush_outbox_of(const std::string& row, milliseconds ttl, bool bounded, steady::time_point deadline) {
+  if (!outbox_.has(row)) return;
+  const auto now = steady::now();
+  for (const auto& n : outbox_.flush(*db_, lane::caller, now, row, statement_deadline(now, ttl, bounded, deadline))) {
+    queues_.wake(n);
   }
 }
 

@@ -94,6 +94,13 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   /// Wake this client's fair waiters of `name` (a release here or elsewhere).
   void wake_fair(const std::string& name) noexcept;
   std::uint64_t current_scope() const;
+  /// A lease was taken or extended: the renewer wakes by its renewal time (or its deadline).
+  void schedule_renewal(const acquisition& a);
+  /// Before acquiring `row`: send the outbox's pending releases of it (this client's earlier leases
+  /// of the row whose release is still unanswered), so that the acquire does not find the row held
+  /// by one of them; their waiters are woken.
+  void flush_outbox_of(const std::string& row, std::chrono::milliseconds ttl, bool bounded,
+                       steady::time_point deadline);
   /// acquire() on a lock-table row name already validated or derived (`display`: the user's name
   /// for acquire_timeout; `what`: how messages name it).
   std::shared_ptr<lease_state> acquire_row(const std::string& row, const std::string& display, const std::string& what,

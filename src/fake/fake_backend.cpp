@@ -198,6 +198,10 @@ release_outcome fake_backend::release(const release_request& req, lane) {
 queue_outcome fake_backend::queue_poll(const queue_request& req) {
   const auto f = before(fake_op::queue, req.deadline);
   if (f == fault::fail || f == fault::hang) no_answer("queue_poll");
+  if (f == fault::conflict) {
+    throw serialization_failure("fake queue_poll: could not serialize access (rolled back)", "fake", "40001",
+                                "queue_poll");
+  }
   queue_outcome out;
   {
     std::lock_guard lk(db_->mu);

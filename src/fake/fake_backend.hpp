@@ -45,7 +45,7 @@ enum class fake_op { acquire, renew, release, queue, any };
 /// - hang(op, n): the next n statements of op block until their deadline, are not applied, and
 ///   throw connection_lost (a partition);
 /// - delay(op, d): every statement of op takes d before it is applied (bounded by its deadline);
-/// - conflict(op, n): the next n statements of op are not applied and throw serialization_failure
+/// - conflict(op, n): the next n statements of op (acquire, queue_poll) are not applied and throw serialization_failure
 ///   (the server rolled them back: SERIALIZABLE's 40001, a Galera certification conflict).
 /// Counters: statements of each op.
 class fake_backend final : public backend {

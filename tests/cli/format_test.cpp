@@ -97,3 +97,20 @@ TEST(format, status_rows_decode_derived_row_names) {
   EXPECT_EQ(sqllock_cli::mode_text(rows[2]), "shared (2 readers)");
   EXPECT_EQ(sqllock_cli::mode_text(rows[3]), "shared (2 readers)");
 }
+
+// With fair-mode waiters, status prints the lock table, a blank line and the queue table: the
+// same column rules (two spaces apart, POS right-aligned like FENCE, wide characters counted twice).
+TEST(format, table_with_a_queue_aligns_both_tables) {
+  sqllock::lock_info a{"job", "h", 4, 1, 2s, "owner-a", {}, {}};
+  const std::vector<sqllock::queue_info> queue{{"job", "w-a", 1, 1500ms, 2s},
+                                               {"job", "waiter-b", 2, 250ms, 2s},
+                                               {"x", "\xe9\x8c\xa0", 3, 61s, 2s}};
+  EXPECT_EQ(sqllock_cli::locks_table({a}, queue),
+            "NAME  HOLDER  FENCE  ACQUIRED (UTC)  EXPIRES (UTC)  TIME LEFT\n"
+            "job   h           4  -               -              2.0s\n"
+            "\n"
+            "WAITING FOR  POS  WAITER    WAITED\n"
+            "job            1  w-a       1.5s\n"
+            "job            2  waiter-b  250ms\n"
+            "x              1  \xe9\x8c\xa0        1m01s\n");
+}

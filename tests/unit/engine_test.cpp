@@ -497,3 +497,58 @@ TEST(RwName, RowsAreLongerThanAnyLockNameAndFallInTheirRanges) {
   EXPECT_FALSE(d::rw_queue_of(d::permit_row_name("a", 0)).has_value());
   EXPECT_FALSE(d::rw_queue_of("sqllock.rwlock.1.a.writer").has_value()) << "short names are lock names";
 }
+
+// The derived names are stored in the lock table: their bytes are a contract between clients of
+// different versions (both encodings share one helper; this pins what it writes and reads back).
+TEST(RwName, DerivedRowNamesKeepTheirExactBytes) {
+  const auto pad = [](std::string s) { return s + std::string(256 - s.size(), '.'); };
+  EXPECT_EQ(d::rw_writer_row("job"), pad("sqllock.rwlock.3.job.writer"));
+  EXPECT_EQ(d::rw_reader_row("job", "ab", 7), pad("sqllock.rwlock.3.job.reader.ab.00000000000000000007"));
+  EXPECT_EQ(d::rw_reader_range("job"), std::pair(std::string("sqllock.rwlock.3.job.reader."),
+                                                 std::string("sqllock.rwlock.3.job.reader/")));
+  EXPECT_EQ(d::permit_row_name("s.x", 12), pad("sqllock.semaphore.3.s.x.permit.12"));
+  EXPECT_EQ(d::permit_queue_key("s.x"), "sqllock.semaphore.3.s.x.permits");
+  const auto p = d::permit_of(d::permit_row_name("s.x", 12));
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->first, "s.x");
+  EXPECT_EQ(p->second, 12);
+  EXPECT_EQ(d::permit_queue_of(d::permit_row_name("s.x", 12)), d::permit_queue_key("s.x"));
+  EXPECT_FALSE(d::permit_of(d::rw_writer_row("s.x")));
+  EXPECT_FALSE(d::permit_of(pad("sqllock.semaphore.9.s.x.permit.1"))) << "a length past the end";
+  EXPECT_FALSE(d::permit_of("sqllock.semaphore.3.s.x.permit.1")) << "short names are lock names";
+  const std::string long_name(255, 'q');
+  EXPECT_EQ(d::permit_row_name(long_name, 0), "sqllock.semaphore.255." + long_name + ".permit.0");
+}
+
+// The waiting loop is shared: a semaphore permit and a fair lock ride out rolled-back statements
+// too (retryable_error), time out plainly at their deadline, and a single try still reports it.
+TEST(Engine, AWaitingPermitAcquireRidesOutRolledBackStatementsAndTimesOutPlainly) {
+  engine_fixture f;
+  f.fake->conflict(d::fake_op::acquire, 3);
+  auto g = f.engine->acquire_permit("s", 1, {}, 5s, {}, true);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 4);
+
+  f.fake->conflict(d::fake_op::acquire, 1000000);
+  const auto start = steady::now();
+  EXPECT_THROW(f.engine->acquire_permit("s2", 2, {}, 300ms, {}, true), sqllock::acquire_timeout);
+  EXPECT_LT(steady::now() - start, 2s);
+  EXPECT_GT(f.fake->count(d::fake_op::acquire), 5) << "the waiting permit acquire did not try again";
+  EXPECT_EQ(f.engine->acquire_permit("s2", 2, {}, 300ms, {}, false), nullptr);
+  EXPECT_THROW(f.engine->acquire_permit("s2", 2, {}, 0ms, {}, true), sqllock::serialization_failure);
+}
+
+TEST(EngineFair, AWaitingFairAcquireRidesOutRolledBackStatementsAndTimesOutPlainly) {
+  engine_fixture f;
+  f.fake->conflict(d::fake_op::queue, 2);
+  f.fake->conflict(d::fake_op::acquire, 2);
+  auto g = f.engine->acquire("n", fair_opts(2s), 5s, {}, true);
+  ASSERT_TRUE(g);
+
+  f.fake->conflict(d::fake_op::queue, 1000000);
+  const auto start = steady::now();
+  EXPECT_THROW(f.engine->acquire("m", fair_opts(2s), 300ms, {}, true), sqllock::acquire_timeout);
+  EXPECT_LT(steady::now() - start, 2s);
+  EXPECT_EQ(f.engine->acquire("m", fair_opts(2s), 300ms, {}, false), nullptr);
+  EXPECT_THROW(f.engine->acquire("m", fair_opts(2s), 0ms, {}, true), sqllock::serialization_failure);
+}

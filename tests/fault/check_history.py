@@ -80,6 +80,14 @@ def write_history(path, per_proc, events, restarts, permits):
                 f.write(f"O\t{r['t']}\t{r['phase']}\t{r['op']}\t{r['name']}\t{r['token']}\t{r['detail']}\n")
 
 
+def op_record(c, p):
+    """One operation of a worker log's `O t phase op name token detail` line (c, split on tabs) as
+    the dict the checks read, tagged with its lock loop p (pid, who, index, holder_label). The one
+    parser of O records: fault_driver.py reads the live worker logs with it too."""
+    return dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
+                pid=p.pid, who=p.who, index=p.index, label=p.holder_label or "")
+
+
 def read_history(path):
     """(per_proc, events, restarts, permits) from a history file."""
     per_proc, events, restarts, permits = [], [], [], 0
@@ -101,9 +109,7 @@ def read_history(path):
                 cur = (p, [])
                 per_proc.append(cur)
             elif c[0] == "O" and cur is not None and len(c) >= 7:
-                p = cur[0]
-                cur[1].append(dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
-                                   pid=p.pid, who=p.who, index=p.index, label=p.holder_label or ""))
+                cur[1].append(op_record(c, cur[0]))
             else:
                 raise ValueError(f"{path}:{n}: unexpected line {line[:80]!r}")
     return per_proc, events, restarts, permits

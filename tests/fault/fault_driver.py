@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import check_history  # noqa: E402  (the history checker, tests/fault/check_history.py)
-from check_history import Violations  # noqa: E402  (one definition for the driver and the checker)
+from check_history import Violations, base_name  # noqa: E402  (one definition for the driver and the checker)
 
 FAKETIME_LIB_CANDIDATES = [
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -178,12 +178,6 @@ def lock_row_of(name):
     """The lock row of a logged name: the name itself, or the permit row of <semaphore>#<slot>."""
     sem, hash_, slot = name.rpartition("#")
     return permit_row_name(sem, int(slot)) if hash_ and slot.isdigit() else name
-
-
-def base_name(name):
-    """The semaphore of a logged <semaphore>#<slot> (a lock name unchanged)."""
-    sem, hash_, _ = name.rpartition("#")
-    return sem if hash_ else name
 
 
 class Driver:
@@ -1123,8 +1117,7 @@ class Driver:
             recs = []
             for c in self.read_log(p.log_path):
                 if c[0] == "O" and len(c) >= 7:
-                    recs.append(dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
-                                     pid=p.pid, who=p.who, index=p.index, label=p.holder_label or ""))
+                    recs.append(check_history.op_record(c, p))
             per_proc.append((p, recs))
         return per_proc
 

@@ -358,6 +358,8 @@ class Driver:
             lock_kw["multi_pct"] = o.multi_pct
         if o.leader_pct and not self.permits:
             lock_kw["leader_pct"] = o.leader_pct
+        if o.rw_pct and not self.permits:
+            lock_kw["rw_pct"] = o.rw_pct
         if o.break_:
             lock_kw["break"] = o.break_
         if o.nest_pct:
@@ -1002,6 +1004,21 @@ class Driver:
         self.stop_outcomes = dict(taken_over=0, write_rejected=0, renew_refused=0, release_refused=0, unanswered=0,
                                   guard_lost=0)
         phase_end = max((a["t_ack"] for a in acqs), default=0)
+        if not hasattr(self, "per_proc"):
+            self.per_proc = self.read_history()
+        self.other_holds = {}  # base name -> [(from, to)]: an unacknowledged holder may have got it in between
+        invoked = {}
+        for _, recs in self.per_proc:
+            for r in recs:
+                if r["op"] != "acquire":
+                    continue
+                if r["phase"] == "invoke":
+                    invoked[(r["who"], r["index"], r["name"])] = r["t"]
+                elif r["phase"] == "ok" and r["detail"] == "multi_partial":
+                    self.other_holds.setdefault(base_name(r["name"]), []).append((r["t"], r["t"]))
+                elif r["phase"] == "unknown":
+                    self.other_holds.setdefault(base_name(r["name"]), []).append(
+                        (invoked.get((r["who"], r["index"], r["name"]), r["t"]), r["t"]))
         for ev in self.events:
             if ev["kind"] == "kill" and ev.get("holding"):
                 # The killed holder's lease ends at most one TTL after the kill (its last renewal was
@@ -1016,13 +1033,16 @@ class Driver:
                 ttl = (free_by - ev["t"]) // 1000
                 nxt = [a for a in by_sem.get(base_name(name), []) if a["t_ack"] > ev["t"]]
                 first = min(nxt, key=lambda a: a["t_ack"]) if nxt else None
+                # A waiter's timeout proves the name stuck only before anybody could have held it
+                # again: the next acknowledged acquisition (A line), a multi-lock's partial hold
+                # (taken, then given back when the rest of its set timed out; logged by the worker
+                # from its lease events) or the invoke of an acquisition whose answer was lost
+                # (unknown: it may have been granted from its invoke on). From the O history.
                 limit = first["t_ack"] if first else float("inf")
-                # A token skipped before the next logged acquisition of this very row means someone
-                # held the name in between without an acknowledgment in the history (a multi-lock
-                # that took it and gave it back when the rest of its set timed out, an acquisition
-                # whose answer was lost): the waiter's timeout proves nothing then.
-                unlogged = first is not None and first["name"] == name and first["token"] > token + 1
-                for n in ([] if unlogged else timeouts.get(base_name(name), [])):
+                for t_from, t_to in self.other_holds.get(base_name(name), []):
+                    if t_to > ev["t"]:
+                        limit = min(limit, max(t_from, ev["t"]))
+                for n in timeouts.get(base_name(name), []):
                     if free_by + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
                             not self.excused(n["pid"], free_by, n["t_end"]) and \
                             not self.db_stalled(free_by, n["t_end"]):
@@ -1392,7 +1412,10 @@ def main():
                     help="percent of the iterations that take 2-3 names at once (try_acquire_all)")
     ap.add_argument("--leader-pct", type=int, default=6,
                     help="percent of the iterations that lead the name: half a leader_latch, half await_leadership")
-    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi"], default=None,
+    ap.add_argument("--rw-pct", type=int, default=6,
+                    help="percent of the iterations that hold a reader-writer lease (half read, half write) on "
+                         "<prefix>_rw0..1")
+    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi", "rw"], default=None,
                     help="run a deliberately broken worker (to show the cancel / race checks can fail)")
     ap.add_argument("--pg-setting", default="default",
                     help="PostgreSQL server settings for the run, comma-separated: serializable "

@@ -80,6 +80,14 @@ def write_history(path, per_proc, events, restarts, permits):
                 f.write(f"O\t{r['t']}\t{r['phase']}\t{r['op']}\t{r['name']}\t{r['token']}\t{r['detail']}\n")
 
 
+def op_record(c, p):
+    """One operation of a worker log's `O t phase op name token detail` line (c, split on tabs) as
+    the dict the checks read, tagged with its lock loop p (pid, who, index, holder_label). The one
+    parser of O records: fault_driver.py reads the live worker logs with it too."""
+    return dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
+                pid=p.pid, who=p.who, index=p.index, label=p.holder_label or "")
+
+
 def read_history(path):
     """(per_proc, events, restarts, permits) from a history file."""
     per_proc, events, restarts, permits = [], [], [], 0
@@ -101,9 +109,7 @@ def read_history(path):
                 cur = (p, [])
                 per_proc.append(cur)
             elif c[0] == "O" and cur is not None and len(c) >= 7:
-                p = cur[0]
-                cur[1].append(dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
-                                   pid=p.pid, who=p.who, index=p.index, label=p.holder_label or ""))
+                cur[1].append(op_record(c, cur[0]))
             else:
                 raise ValueError(f"{path}:{n}: unexpected line {line[:80]!r}")
     return per_proc, events, restarts, permits
@@ -174,7 +180,8 @@ class Checker:
         per_proc = self.per_proc
         css = self.critical_sections(per_proc)
         self.hist = dict(critical_sections=len(css), overlap=0, late_loss_report=0, token_reused=0,
-                         excused_paused=0, guarded_writes=0, stale_guarded_write=0)
+                         excused_paused=0, guarded_writes=0, stale_guarded_write=0, rw_read_overlaps=0, rw_write_token_order=0,
+                         rw_holds=sum(cs["start"]["detail"] in ("read", "write") for cs in css))
         self.check_guarded_writes(per_proc)
         stops = [ev for ev in self.events if ev["kind"] == "stop"]
         by_name = {}
@@ -187,6 +194,9 @@ class Checker:
                 active = [x for x in active if x["e"] > y["s"]]
                 for x in active:
                     if x["who"] == y["who"]:
+                        continue
+                    if x["start"]["detail"] == "read" and y["start"]["detail"] == "read":
+                        self.hist["rw_read_overlaps"] += 1  # readers of a reader-writer lease share it
                         continue
                     # A frozen process (SIGSTOP, the GC pause) cannot be told in time: fencing covers
                     # it, checked elsewhere (stale_write_applied, stopped_holder_*).
@@ -206,13 +216,29 @@ class Checker:
             seen = {}
             for y in lst:
                 x = seen.get(y["token"])
+                if x and "read" in (x["start"]["detail"], y["start"]["detail"]):
+                    # A reader-writer lease counts tokens per row: the write row, and each reader's
+                    # slot row its own (seen: reader token 1, later writer token 1). Only writers
+                    # are compared (below, and here among themselves).
+                    continue
                 if x:
                     self.hist["token_reused"] += 1
                     self.v.add("token_reused", f"{name}: token {y['token']} handed out to worker {x['index']} at +0 "
                                                f"and again to worker {y['index']} at +{(y['s'] - x['s']) / 1000:.3f} ms:" +
                                self.window(per_proc, name, x, x["e"], y))
-                else:
+                elif y["start"]["detail"] != "read" or y["token"] not in seen:
                     seen[y["token"]] = y
+            # Writers of a reader-writer lease: tokens strictly increase in grant order.
+            last_w = None
+            for y in lst:
+                if y["start"]["detail"] != "write":
+                    continue
+                if last_w and y["token"] <= last_w["token"]:
+                    self.hist["rw_write_token_order"] += 1
+                    self.v.add("rw_write_token_order", f"{name}: writer token {y['token']} granted after writer token "
+                                                       f"{last_w['token']}:" + self.window(per_proc, name, last_w,
+                                                                                          last_w["e"], y))
+                last_w = y
         if getattr(self, "permits", 0):
             self.check_semaphores(per_proc, css, stops)
         self.check_after_checks(per_proc)
@@ -230,14 +256,17 @@ class Checker:
         self.hist.update(cancelled_waits=0, cancel_checks=0, multi_fail_checks=0, check_unjudged_threads=0,
                          cancel_excused=0, cancel_leak=0, multi_leak=0,
                          race_releases=0, release_checks=0, released_lease_resurrected=0, multi_leases=0,
+                         multi_partial_holds=0,
                          latch_terms=0, await_leadership=0)
         labels = {}
         for p, _ in per_proc:
             if getattr(p, "holder_label", None):
                 labels.setdefault(p.holder_label, set()).add(p.pid)
         labels = {k: len(v) for k, v in labels.items()}
+        # A multi-lock's partial holds (taken, then given back inside the call) do not count: the
+        # set's all-or-nothing check is about exactly those tokens still being held afterwards.
         acknowledged = {(r["name"], r["token"]) for _, recs in per_proc for r in recs
-                        if r["op"] == "acquire" and r["phase"] == "ok"}
+                        if r["op"] == "acquire" and r["phase"] == "ok" and r["detail"] != "multi_partial"}
         for p, recs in per_proc:
             t_cancel_inv = {}
             released = {}
@@ -249,6 +278,8 @@ class Checker:
                         self.hist["latch_terms"] += 1
                     elif r["detail"] == "multi":
                         self.hist["multi_leases"] += 1
+                    elif r["detail"] == "multi_partial":
+                        self.hist["multi_partial_holds"] += 1
                     elif r["detail"].endswith("await_leadership"):
                         self.hist["await_leadership"] += 1
                 elif r["op"] == "acquire" and r["detail"] == "cancelled":

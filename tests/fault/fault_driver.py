@@ -24,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 import check_history  # noqa: E402  (the history checker, tests/fault/check_history.py)
-from check_history import Violations  # noqa: E402  (one definition for the driver and the checker)
+from check_history import Violations, base_name  # noqa: E402  (one definition for the driver and the checker)
 
 FAKETIME_LIB_CANDIDATES = [
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1",
@@ -178,12 +178,6 @@ def lock_row_of(name):
     """The lock row of a logged name: the name itself, or the permit row of <semaphore>#<slot>."""
     sem, hash_, slot = name.rpartition("#")
     return permit_row_name(sem, int(slot)) if hash_ and slot.isdigit() else name
-
-
-def base_name(name):
-    """The semaphore of a logged <semaphore>#<slot> (a lock name unchanged)."""
-    sem, hash_, _ = name.rpartition("#")
-    return sem if hash_ else name
 
 
 class Driver:
@@ -364,6 +358,8 @@ class Driver:
             lock_kw["multi_pct"] = o.multi_pct
         if o.leader_pct and not self.permits:
             lock_kw["leader_pct"] = o.leader_pct
+        if o.rw_pct and not self.permits:
+            lock_kw["rw_pct"] = o.rw_pct
         if o.break_:
             lock_kw["break"] = o.break_
         if o.nest_pct:
@@ -1008,6 +1004,21 @@ class Driver:
         self.stop_outcomes = dict(taken_over=0, write_rejected=0, renew_refused=0, release_refused=0, unanswered=0,
                                   guard_lost=0)
         phase_end = max((a["t_ack"] for a in acqs), default=0)
+        if not hasattr(self, "per_proc"):
+            self.per_proc = self.read_history()
+        self.other_holds = {}  # base name -> [(from, to)]: an unacknowledged holder may have got it in between
+        invoked = {}
+        for _, recs in self.per_proc:
+            for r in recs:
+                if r["op"] != "acquire":
+                    continue
+                if r["phase"] == "invoke":
+                    invoked[(r["who"], r["index"], r["name"])] = r["t"]
+                elif r["phase"] == "ok" and r["detail"] == "multi_partial":
+                    self.other_holds.setdefault(base_name(r["name"]), []).append((r["t"], r["t"]))
+                elif r["phase"] == "unknown":
+                    self.other_holds.setdefault(base_name(r["name"]), []).append(
+                        (invoked.get((r["who"], r["index"], r["name"]), r["t"]), r["t"]))
         for ev in self.events:
             if ev["kind"] == "kill" and ev.get("holding"):
                 # The killed holder's lease ends at most one TTL after the kill (its last renewal was
@@ -1022,13 +1033,16 @@ class Driver:
                 ttl = (free_by - ev["t"]) // 1000
                 nxt = [a for a in by_sem.get(base_name(name), []) if a["t_ack"] > ev["t"]]
                 first = min(nxt, key=lambda a: a["t_ack"]) if nxt else None
+                # A waiter's timeout proves the name stuck only before anybody could have held it
+                # again: the next acknowledged acquisition (A line), a multi-lock's partial hold
+                # (taken, then given back when the rest of its set timed out; logged by the worker
+                # from its lease events) or the invoke of an acquisition whose answer was lost
+                # (unknown: it may have been granted from its invoke on). From the O history.
                 limit = first["t_ack"] if first else float("inf")
-                # A token skipped before the next logged acquisition of this very row means someone
-                # held the name in between without an acknowledgment in the history (a multi-lock
-                # that took it and gave it back when the rest of its set timed out, an acquisition
-                # whose answer was lost): the waiter's timeout proves nothing then.
-                unlogged = first is not None and first["name"] == name and first["token"] > token + 1
-                for n in ([] if unlogged else timeouts.get(base_name(name), [])):
+                for t_from, t_to in self.other_holds.get(base_name(name), []):
+                    if t_to > ev["t"]:
+                        limit = min(limit, max(t_from, ev["t"]))
+                for n in timeouts.get(base_name(name), []):
                     if free_by + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
                             not self.excused(n["pid"], free_by, n["t_end"]) and \
                             not self.db_stalled(free_by, n["t_end"]):
@@ -1123,8 +1137,7 @@ class Driver:
             recs = []
             for c in self.read_log(p.log_path):
                 if c[0] == "O" and len(c) >= 7:
-                    recs.append(dict(t=int(c[1]), phase=c[2], op=c[3], name=c[4], token=int(c[5]), detail=c[6],
-                                     pid=p.pid, who=p.who, index=p.index, label=p.holder_label or ""))
+                    recs.append(check_history.op_record(c, p))
             per_proc.append((p, recs))
         return per_proc
 
@@ -1399,7 +1412,10 @@ def main():
                     help="percent of the iterations that take 2-3 names at once (try_acquire_all)")
     ap.add_argument("--leader-pct", type=int, default=6,
                     help="percent of the iterations that lead the name: half a leader_latch, half await_leadership")
-    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi"], default=None,
+    ap.add_argument("--rw-pct", type=int, default=6,
+                    help="percent of the iterations that hold a reader-writer lease (half read, half write) on "
+                         "<prefix>_rw0..1")
+    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi", "rw"], default=None,
                     help="run a deliberately broken worker (to show the cancel / race checks can fail)")
     ap.add_argument("--pg-setting", default="default",
                     help="PostgreSQL server settings for the run, comma-separated: serializable "

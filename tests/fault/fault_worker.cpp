@@ -14,10 +14,12 @@
 //                                                  renews every 50-130 ms, and are released at a random
 //                                                  moment with no write; after an acknowledged release the
 //                                                  lock row is inspected again: history op check)
-//                          [--break cancel|race|multi]  (a deliberately broken worker, to show the checks can
+//                          [--break cancel|race|multi|rw]  (a deliberately broken worker, to show the checks can
 //                                                  fail: cancel keeps a second, unlogged lease after a
 //                                                  cancellation; race logs a release it never made;
-//                                                  multi keeps parts of a set it failed to acquire)
+//                                                  multi keeps parts of a set it failed to acquire;
+//                                                  rw takes a read lease where it should write)
+//                          [--rw-pct N]           (N % of the iterations: a read or write lease on <prefix>_rw0..1)
 //                          [--multi-pct N]        (N % of the iterations: try_acquire_all of 2-3 names)
 //                          [--leader-pct N]       (N % of the iterations: half a leader_latch on the name for a
 //                                                  while, half await_leadership in place of try_acquire_for)
@@ -221,6 +223,18 @@ std::string stock_table(const std::string& prefix, const std::string& s) { retur
 std::string sales_table(const std::string& prefix, const std::string& s) { return prefix + "_sales_" + s; }
 const std::vector<std::string> strategies = {"atomic", "cas", "rowlock"};
 
+// The lease events of the calling thread, while it is inside a multi-lock call (run_multi): a
+// multi-lock takes names one by one and gives them back when the rest of its set is not acquired
+// (or a lease of it was lost meanwhile), holds the application never sees but the history must.
+// Events come on the thread that caused them (events.hpp); a watchdog's events are not tapped.
+struct tapped_event {
+  long long t;
+  sqllock::event_kind kind;
+  std::string name;
+  std::int64_t token;
+};
+thread_local std::vector<tapped_event>* t_event_tap = nullptr;
+
 // Connect, retrying while the database is unreachable (restarts), until stopped.
 std::optional<sqllock::client> connect_retry(const std::string& url, line_log* log, bool require_schema = true,
                                              const std::string& holder_label = {}, const std::string& table = {}) {
@@ -228,6 +242,12 @@ std::optional<sqllock::client> connect_retry(const std::string& url, line_log* l
   if (!table.empty()) o.table = table;
   o.require_schema = require_schema;
   o.holder_id = holder_label;  // a label several workers may share (--holder); empty: the default
+  o.on_event = [](const sqllock::lease_event& e) {
+    if (t_event_tap && e.permit < 0 &&
+        (e.kind == sqllock::event_kind::acquired || e.kind == sqllock::event_kind::released)) {
+      t_event_tap->push_back({now_us(), e.kind, std::string(e.name), e.fencing_token});
+    }
+  };
   for (int attempt = 0; !g_stop.load(); ++attempt) {
     try {
       return sqllock::connect(url, o);
@@ -454,6 +474,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
   const std::string broken = a.get("break");
   const int multi_pct = permits > 0 ? 0 : static_cast<int>(a.num("multi-pct", 0));
   const int leader_pct = permits > 0 ? 0 : static_cast<int>(a.num("leader-pct", 0));
+  const int rw_pct = permits > 0 ? 0 : static_cast<int>(a.num("rw-pct", 0));
   const std::string label = a.get("holder");
   // The application's own writes follow the server's durability default; a run that makes it lazy
   // (the driver's --server-durability lazy) asks the worker to commit its writes durably, as a careful
@@ -540,12 +561,49 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     lo.ttl = std::chrono::milliseconds(ttl_ms);
     lo.on_lost = on_lost_of("outer");
     std::string failure;
+    bool timed_out_waiting = false;  // the set's last name timed out (not: a lease of it was lost)
+    std::vector<tapped_event> tapped;
+    t_event_tap = &tapped;
     try {
-      mg = sqllock::try_acquire_all(*c, set, wait, lo);
-      if (!mg) failure = "timeout";
+      mg = sqllock::acquire_all(*c, set, wait, lo);
+    } catch (const sqllock::acquire_timeout& e) {
+      failure = "timeout";
+      timed_out_waiting = std::string(e.what()).find("was lost while") == std::string::npos;
     } catch (const std::exception& e) {
       failure = error_kind(e);
       log.line("E", "acquire", failure, now_us(), e.what());
+    }
+    t_event_tap = nullptr;
+    // Partial holds: every lease the call took and gave back (all of them when the set was not
+    // acquired; those of an earlier try when a lost lease made it try again). Each is logged as a
+    // critical section of its own: ok acquire at its grant (the event follows the commit), and
+    // the give-back's invoke at the latest time it certainly still held the name: the last grant
+    // of the call before the give-back, or the set's deadline when the last name timed out
+    // (acquire_all gives back only after that wait returned); ok release at the released event.
+    {
+      std::vector<std::pair<std::string, std::int64_t>> kept;
+      if (mg) {
+        const auto toks = mg->fencing_tokens();
+        const auto nms = mg->names();
+        for (std::size_t i = 0; i < nms.size(); ++i) kept.emplace_back(nms[i], toks[i]);
+      }
+      long long last_grant = 0;
+      for (std::size_t i = 0; i < tapped.size(); ++i) {
+        const auto& e = tapped[i];
+        const bool in_set = std::find(kept.begin(), kept.end(), std::make_pair(e.name, e.token)) != kept.end();
+        if (e.kind == sqllock::event_kind::acquired) {
+          last_grant = e.t;
+          if (!in_set) log.line("O", e.t, "ok", "acquire", e.name + sfx, e.token, "multi_partial");
+          continue;
+        }
+        if (in_set) continue;
+        const bool final_rollback = std::none_of(tapped.begin() + static_cast<std::ptrdiff_t>(i), tapped.end(),
+                                                 [](const tapped_event& x) { return x.kind == sqllock::event_kind::acquired; });
+        long long held_until = last_grant;
+        if (!mg && timed_out_waiting && final_rollback) held_until = std::max(held_until, std::min(e.t, t_req + static_cast<long long>(wait.count()) * 1000));
+        log.line("O", held_until, "invoke", "release", e.name + sfx, e.token, "multi_partial");
+        log.line("O", e.t, "ok", "release", e.name + sfx, e.token, "multi_partial");
+      }
     }
     if (!mg) {
       for (const auto& n : set) op(failure == "timeout" ? "fail" : phase_of(failure), "acquire", n, 0, failure);
@@ -640,6 +698,49 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
   };
 
+  // Reader-writer leases (--rw-pct): names <prefix>_rw0..1, used only this way (a name is either
+  // a plain lock or a reader-writer lease); half the holds read, half write. Logged as
+  // acquisitions with detail read|write (no A line: the driver's plain-lock checks do not apply);
+  // check_history.py lets readers overlap each other, never a writer. --break rw: the writer takes
+  // a read lease instead (a worker that skips the write lock), to show that check can fail.
+  auto run_rw = [&] {
+    const std::string name = prefix + "_rw" + std::to_string(pick(0, 1));
+    const bool write = pick(0, 1) == 0;
+    const char* mode = write ? "write" : "read";
+    const long long ttl_ms = pick(ttl_min, ttl_max);
+    sqllock::lease_options lo;
+    lo.ttl = std::chrono::milliseconds(ttl_ms);
+    lo.on_lost = on_lost_of("outer");
+    op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + "," + mode);
+    std::optional<sqllock::lease_guard> g;
+    std::string failure;
+    try {
+      g = write && broken != "rw" ? c->try_acquire_write_for(name, wait, lo) : c->try_acquire_read_for(name, wait, lo);
+      if (!g) failure = "timeout";
+    } catch (const std::exception& e) {
+      failure = error_kind(e);
+      log.line("E", "acquire", failure, now_us(), e.what());
+    }
+    if (!g) {
+      op(failure == "timeout" ? "fail" : phase_of(failure), "acquire", name, 0, failure);
+      return;
+    }
+    consecutive_errors = 0;
+    op("ok", "acquire", name, g->fencing_token(), mode);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(5, std::max(6LL, ttl_ms / 2))));
+    if (g->lost()) op("lost", "outer", name, g->fencing_token(), "flag");
+    const auto token = g->fencing_token();
+    op("invoke", "release", name, token, mode);
+    std::string result = "ok";
+    try {
+      g->release();
+    } catch (const std::exception& e) {
+      result = error_kind(e);
+    }
+    op(result == "ok" ? "ok" : (result == "lease_lost" || result == "not_holder") ? "fail" : "unknown", "release",
+       name, token, result == "ok" ? mode : result);
+  };
+
   while (!g_stop.load() && c) {
     // With --permits, `name` is the semaphore until the acquisition, then <semaphore>#<slot>.
     auto name = lock_name(prefix, static_cast<int>(pick(0, names - 1)));
@@ -651,6 +752,10 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     const long long shape = race || cancel ? 100 : pick(0, 99);
     if (shape < multi_pct) {
       run_multi();
+      continue;
+    }
+    if (shape >= 100 - rw_pct && !race && !cancel) {
+      run_rw();
       continue;
     }
     if (!shared && shape < multi_pct + leader_pct / 2) {  // latches: one per client (leader.hpp)

@@ -508,7 +508,8 @@ TEST(RwName, DerivedRowNamesKeepTheirExactBytes) {
                                                  std::string("sqllock.rwlock.3.job.reader/")));
   EXPECT_EQ(d::permit_row_name("s.x", 12), pad("sqllock.semaphore.3.s.x.permit.12"));
   EXPECT_EQ(d::permit_queue_key("s.x"), "sqllock.semaphore.3.s.x.permits");
-  const auto p = d::permit_of(d::permit_row_name("s.x", 12));
+  const std::string permit_row = d::permit_row_name("s.x", 12);  // permit_of returns a view into it
+  const auto p = d::permit_of(permit_row);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->first, "s.x");
   EXPECT_EQ(p->second, 12);

@@ -17,9 +17,30 @@ namespace {
 bool is_ident_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
 bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 
-// Printable form of user text for error messages: control and non-ASCII bytes escaped, truncated.
-std::string printable(std::string_view s, std::size_t max = 64) {
+// User text with the password of any URL inside it masked: for every "://", the part between the
+// first ':' and the last '@' of the authority that follows becomes "***" (a parameter name can
+// hold a whole URL pasted by mistake, e.g. "sqlite:db?x postgresql://app:secret@host/app").
+std::string without_embedded_passwords(std::string_view s) {
+  std::string out(s);
+  for (auto scheme = out.find("://"); scheme != std::string::npos; scheme = out.find("://", scheme + 3)) {
+    const auto auth = scheme + 3;
+    auto auth_end = out.find_first_of("/?#", auth);
+    if (auth_end == std::string::npos) auth_end = out.size();
+    const auto at = out.rfind('@', auth_end == 0 ? 0 : auth_end - 1);
+    if (at == std::string::npos || at < auth) continue;
+    const auto colon = out.find(':', auth);
+    if (colon == std::string::npos || colon > at) continue;
+    out.replace(colon + 1, at - colon - 1, "***");
+  }
+  return out;
+}
+
+// Printable form of user text for error messages: any embedded URL's password masked, control and
+// non-ASCII bytes escaped, truncated.
+std::string printable(std::string_view raw, std::size_t max = 64) {
   static const char hex[] = "0123456789abcdef";
+  const std::string masked = without_embedded_passwords(raw);
+  const std::string_view s = masked;
   std::string out;
   for (std::size_t i = 0; i < s.size() && i < max; ++i) {
     auto c = static_cast<unsigned char>(s[i]);

@@ -109,7 +109,11 @@ class Proc:
             if parts[0] == "O":  # the operation history, read by the history checker
                 # O t phase op name token detail: remember acknowledged acquisitions and releases
                 # (the crash_after_ack class crashes the server right after one).
-                if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release"):
+                # A reader-writer hold (<prefix>_rwN) lives in a derived row (the writer's, or a
+                # reader row named after the client's nonce) that the row check cannot name: not
+                # a crash_after_ack target.
+                if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release") and \
+                        not RW_NAME.search(parts[4]):
                     self.acks += 1
                     self.last_ack = (parts[3], parts[4], int(parts[5]), int(parts[1]))
                 continue
@@ -172,6 +176,9 @@ def permit_row_name(semaphore, slot):
     ("sqllock.semaphore.<bytes>.<S>.permit.<k>", padded with '.' to 256 bytes)."""
     out = f"sqllock.semaphore.{len(semaphore.encode())}.{semaphore}.permit.{slot}"
     return out + "." * max(0, 256 - len(out.encode()))
+
+
+RW_NAME = re.compile(r"_rw\d+(@\d+)?$")  # the reader-writer shape's names (fault_worker.cpp)
 
 
 def lock_row_of(name):

@@ -137,6 +137,15 @@ class Checker:
                 name = r["name"]
                 if r["op"] == "acquire" and r["phase"] == "invoke":
                     t_inv[name] = r["t"]
+                if r["op"] == "acquire" and name in cur and cur[name]["e"] is None and (
+                        r["phase"] == "ok" or (r["phase"] == "fail" and cur[name]["start"]["detail"] == "multi_partial")):
+                    # A section still open when this thread acquires the name again, or when its
+                    # multi-lock call for it fails: a multi-lock's partial hold whose give-back was
+                    # never logged (its release failed and is re-sent in the background, or the
+                    # lease was lost). It ends here at the latest as far as this history can tell
+                    # (a lower bound, like every partial hold's end).
+                    c = cur[name]
+                    c["e"], c["how"], c["end"] = r["t"], "give-back not logged; the multi-lock call ended", r
                 if r["op"] == "acquire" and r["phase"] == "ok":
                     cur[name] = dict(name=name, token=r["token"], pid=p.pid, who=p.who, index=p.index,
                                      label=r["label"], s=r["t"], e=None, how=None, start=r,

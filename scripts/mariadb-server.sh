@@ -35,6 +35,8 @@ mkdir_dir() { mkdir -p "$dir" && dir=$(cd "$dir" && pwd); }
 script_path=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 # shellcheck source=lib/mariadb-common.sh
 source "$(dirname "$script_path")/lib/mariadb-common.sh"
+# shellcheck source=lib/server-common.sh
+source "$(dirname "$script_path")/lib/server-common.sh"  # pick_port
 
 test_db=sqllock_test
 test_user=sqllock
@@ -44,19 +46,6 @@ admin_password=sqllock_admin_pw
 x509_user=sqllock_x509
 x509_password=sqllock_x509_pw
 marker=.sqllock-mariadb
-
-free_port() {
-  if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()' \
-      2>/dev/null && return 0
-  fi
-  local p i
-  for i in $(seq 1 200); do
-    p=$(( 20000 + RANDOM % 30000 ))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return 0; fi
-  done
-  return 1
-}
 
 server_pid() {
   [[ -f "$dir/mariadbd.pid" ]] || return 1
@@ -188,7 +177,7 @@ start() {
     fi
     local attempt port
     for attempt in 1 2 3; do
-      port=$(free_port) || die "no free port"
+      port=$(pick_port)
       if (launch "$port"); then break; fi
       [[ $attempt -lt 3 ]] || die "could not start mariadbd"
       echo "mariadb-server.sh: retrying on another port" >&2

@@ -18,19 +18,41 @@ ensure_user() {
   fi
 }
 
+# port_free P: nothing on this machine uses TCP port P, neither a listener nor either end of a
+# connection (a client's local port blocks a later bind to it just the same).
 port_free() {
   local p=$1
   if command -v ss >/dev/null 2>&1; then
-    [[ -z $(ss -ltnH "sport = :$p" 2>/dev/null) ]]
+    [[ -z $(ss -tanH "( sport = :$p or dport = :$p )" 2>/dev/null) ]]
   else
     ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null
   fi
 }
 
+# port_range: the range our servers' ports are drawn from, "LOW HIGH", kept outside the kernel's
+# ephemeral range (net.ipv4.ip_local_port_range). A port picked inside it was free when picked,
+# but any outgoing connection (a test client, a Galera node talking to another) may take it as its
+# local port before a server restarted on it binds again: CI saw a Galera node's IST port taken
+# that way, and the node could not rejoin after a kill.
+port_range() {
+  local lo=32768 hi=60999
+  if [[ -r /proc/sys/net/ipv4/ip_local_port_range ]]; then
+    read -r lo hi </proc/sys/net/ipv4/ip_local_port_range
+  fi
+  if (( lo - 1 - 10000 >= 2000 )); then
+    echo "10000 $((lo - 1))"
+  elif (( 65535 - hi - 1 >= 2000 )); then
+    echo "$((hi + 1)) 65535"
+  else
+    echo "10000 65535"  # no room outside the ephemeral range: a collision stays possible
+  fi
+}
+
 pick_port() {
-  local p _
+  local p _ lo hi
+  read -r lo hi < <(port_range)
   for _ in $(seq 1 200); do
-    p=$((20000 + (RANDOM * 32768 + RANDOM) % 40000))
+    p=$((lo + (RANDOM * 32768 + RANDOM) % (hi - lo + 1)))
     if port_free "$p"; then
       echo "$p"
       return 0

@@ -77,14 +77,12 @@ TEST_F(cli_hold, max_hold_stops_a_long_command_in_time_exits_76_and_frees_the_lo
 }
 
 TEST_F(cli_hold, max_hold_sigkills_a_command_ignoring_sigterm_after_the_grace) {
-  auto p = start(run_args("job", {"--ttl", "20s", "--grace", "700ms", "--max-hold", "1s"},
-                          "trap '' TERM; echo $$ > " + path("pid") + "; sleep 300 & echo $! > " + path("pid2") +
-                              "; while :; do wait; done"));
-  ASSERT_TRUE(wait_for_file(path("pid")));
-  ASSERT_TRUE(wait_for_file(path("pid2")));
+  auto p = start(run_args("job", {"--ttl", "20s", "--grace", "700ms", "--max-hold", "1s"}, stubborn_command()));
+  const auto pids = stubborn_pids();
+  ASSERT_EQ(pids.size(), 2u) << "CMD did not write its pid files";
   const auto started = std::chrono::steady_clock::now();
-  const pid_t cmd = std::stoi(trimmed_file("pid"));
-  const pid_t child = std::stoi(trimmed_file("pid2"));
+  const pid_t cmd = pids[0];
+  const pid_t child = pids[1];
   const auto r = p->wait(10s);
   const auto took = std::chrono::steady_clock::now() - started;
   EXPECT_EQ(r.exit_code, 76) << r.err;

@@ -89,12 +89,9 @@ TEST_F(cli, command_is_stopped_in_time_while_run_itself_is_stopped) {
   // `run` frozen (SIGSTOP; the same as run blocked writing to a stalled stderr) renews nothing and
   // asks for nothing: the supervisor must stop CMD and its child by itself before the lease can
   // expire, at most one TTL after the freeze.
-  auto p = start(run_args("job", {"--ttl", "3s", "--grace", "30s"},
-                          "trap '' TERM; echo $$ > " + path("pid") + "; sleep 300 & echo $! > " + path("pid2") +
-                              "; while :; do wait; done"));
-  ASSERT_TRUE(wait_for_file(path("pid")));
-  ASSERT_TRUE(wait_for_file(path("pid2")));
-  stray_killer strays{{std::stoi(trimmed_file("pid")), std::stoi(trimmed_file("pid2"))}};
+  auto p = start(run_args("job", {"--ttl", "3s", "--grace", "30s"}, stubborn_command()));
+  stray_killer strays{stubborn_pids()};
+  ASSERT_EQ(strays.pids.size(), 2u) << "CMD did not write its pid files";
   const auto stopped_at = std::chrono::steady_clock::now();
   ::kill(p->pid(), SIGSTOP);
   EXPECT_TRUE(gone_by(strays.pids[0], stopped_at + 3s)) << "CMD ran past the lease's expiry while run was stopped";
@@ -147,12 +144,9 @@ TEST_F(cli, command_is_stopped_before_the_lease_can_expire_when_renewals_fail) {
   // Another connection holds the SQLite database's write lock, so no renewal can succeed. The
   // lease expires in the database at most one TTL after that lock was taken; CMD (ignoring
   // SIGTERM, with a grace far longer than the TTL) and its child must be gone before then.
-  auto p = start(run_args("job", {"--ttl", "3s", "--grace", "30s"},
-                          "trap '' TERM; echo $$ > " + path("pid") + "; sleep 300 & echo $! > " + path("pid2") +
-                              "; while :; do wait; done"));
-  ASSERT_TRUE(wait_for_file(path("pid")));
-  ASSERT_TRUE(wait_for_file(path("pid2")));
-  stray_killer strays{{std::stoi(trimmed_file("pid")), std::stoi(trimmed_file("pid2"))}};
+  auto p = start(run_args("job", {"--ttl", "3s", "--grace", "30s"}, stubborn_command()));
+  stray_killer strays{stubborn_pids()};
+  ASSERT_EQ(strays.pids.size(), 2u) << "CMD did not write its pid files";
   write_file("lock.sql", ".timeout 10000\nBEGIN EXCLUSIVE;\n.shell echo x > " + path("locked") +
                              "\n.shell sleep 5\nCOMMIT;\n");
   process_options locker_options;

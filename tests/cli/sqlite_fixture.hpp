@@ -3,6 +3,7 @@
 #pragma once
 
 #include <stdlib.h>
+#include <sys/types.h>
 
 #include <filesystem>
 #include <fstream>
@@ -68,6 +69,19 @@ class sqlite_fixture : public ::testing::Test {
     std::string s = read_file(path(file));
     while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
     return s;
+  }
+
+  /// A CMD script that ignores SIGTERM, writes its pid to "pid" and its child's (`sleep 300`) to
+  /// "pid2", then waits forever: only SIGKILL of both stops it.
+  std::string stubborn_command() const {
+    return "trap '' TERM; echo $$ > " + path("pid") + "; sleep 300 & echo $! > " + path("pid2") +
+           "; while :; do wait; done";
+  }
+  /// The pids stubborn_command wrote, {CMD, its child}, once both files exist; empty when they
+  /// did not appear in time (a test then fails on it).
+  std::vector<pid_t> stubborn_pids() {
+    if (!wait_for_file(path("pid")) || !wait_for_file(path("pid2"))) return {};
+    return {std::stoi(trimmed_file("pid")), std::stoi(trimmed_file("pid2"))};
   }
 
   std::string dir_;

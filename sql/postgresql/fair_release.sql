@@ -9,13 +9,7 @@
 -- releaser's ticket is deleted whatever the owner check says (an abandoned waiter leaves the queue).
 -- Durable like lease_acquire.
 -- Columns: released, next_owner, notified (null).
-WITH epoch AS (
-  SELECT greatest(1, (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)
-         AS first_token
-), durable AS (
-  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
-              THEN set_config('synchronous_commit', 'on', true) END AS sync
-), t AS (
+WITH {{part:epoch}}, {{part:durable}}, t AS (
   SELECT clock_timestamp() AS now
 ), nxt AS (
   SELECT q.owner, q.holder_id, q.ttl_ms FROM {{locks_queue}} AS q CROSS JOIN t

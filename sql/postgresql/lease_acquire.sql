@@ -22,13 +22,7 @@
 -- whose timeline only changes at the first checkpoint after promotion). lease_renew.sql refuses
 -- leases of an earlier timeline.
 -- Columns: acquired, token, holder_id, ms_left.
-WITH epoch AS (
-  SELECT greatest(1, (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)
-         AS first_token
-), durable AS (
-  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
-              THEN set_config('synchronous_commit', 'on', true) END AS sync
-), prev AS (
+WITH {{part:epoch}}, {{part:durable}}, prev AS (
   SELECT holder_id, owner, expires_at FROM {{locks}} WHERE name = $1
 ), takeover AS (
   -- A free or expired row is locked FOR UPDATE before it is taken: that waits for every

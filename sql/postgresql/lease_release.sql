@@ -8,10 +8,7 @@
 -- (ShedLock's lockAtLeastFor) and nobody is notified. Durable like lease_acquire: a release lost
 -- in a crash would leave the lease held by an owner that will never release it.
 -- Columns: freed (false: kept until min_hold), notified (null).
-WITH durable AS (
-  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
-              THEN set_config('synchronous_commit', 'on', true) END AS sync
-), t AS (
+WITH {{part:durable}}, t AS (
   SELECT clock_timestamp() AS now, $4::bigint * interval '1 millisecond' AS min_hold
 ), u AS (
   UPDATE {{locks}} AS l

@@ -7,11 +7,8 @@
 -- timeline - 1, see lease_acquire.sql) was granted by a primary before a failover: it is not
 -- renewed (so reported lost), since what that primary granted may not have reached this one.
 WITH epoch AS (
-  SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1 AS current
-), durable AS (
-  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
-              THEN set_config('synchronous_commit', 'on', true) END AS sync
-)
+  SELECT {{part:timeline}} AS current
+), {{part:durable}}
 UPDATE {{locks}} AS l
 SET expires_at = greatest(l.expires_at, clock_timestamp() + i.ttl_ms * interval '1 millisecond')
 FROM unnest($1::text[], $2::text[], $3::bigint[], $4::bigint[])

@@ -35,7 +35,12 @@ std::vector<embedded_migration> embedded_migrations(std::string_view dialect_nam
   return out;
 }
 
-std::string render_sql(std::string_view sql_template, std::string_view table, dialect d) {
+namespace {
+
+/// render_sql, with the depth of parts being rendered (a part that names itself is an error, not a
+/// stack overflow).
+std::string render(std::string_view sql_template, std::string_view table, dialect d, int depth) {
+  if (depth > 4) throw std::logic_error("sqllock: SQL parts nested more than 4 deep");
   const std::string locks = quote_identifier(table, d);
   const std::string schema_table = quote_identifier(std::string(table) + "_schema", d);
   // Migration 0003: the semaphore table, and (SQLite) the lock table's rebuild under a temporary
@@ -72,12 +77,24 @@ std::string render_sql(std::string_view sql_template, std::string_view table, di
       out += rebuild_table;
     } else if (key == "locks_bare") {
       out += bare_table;
+    } else if (key.starts_with("part:")) {
+      // sql/<dialect>/part_NAME.sql: a piece several statements share (a CTE, an expression),
+      // rendered in place without its file's trailing newline.
+      std::string part = render(embedded_sql(d, "part_" + std::string(key.substr(5))), table, d, depth + 1);
+      while (!part.empty() && (part.back() == '\n' || part.back() == ' ')) part.pop_back();
+      out += part;
     } else {
       throw std::logic_error("sqllock: unknown SQL placeholder {{" + std::string(key) + "}}");
     }
     pos = close + 2;
   }
   return out;
+}
+
+}  // namespace
+
+std::string render_sql(std::string_view sql_template, std::string_view table, dialect d) {
+  return render(sql_template, table, d, 0);
 }
 
 std::string_view embedded_sql(sqllock::dialect d, std::string_view name) { return embedded_sql(dialect_name(d), name); }

@@ -21,3 +21,23 @@ TEST(EmbeddedSql, RenderQuotesTheTableNames) {
   EXPECT_THROW(render_sql("{{nope}}", "locks", sqllock::dialect::mysql), std::logic_error);
   EXPECT_THROW(render_sql("{{locks}}", "bad name", sqllock::dialect::mysql), sqllock::invalid_argument);
 }
+
+TEST(EmbeddedSql, APartIsRenderedInPlaceAndSharedByTheStatementsThatUseIt) {
+  // {{part:NAME}} is sql/<dialect>/part_NAME.sql, itself rendered (its own placeholders and parts).
+  const std::string durable = render_sql("WITH {{part:durable}} SELECT 1", "locks", sqllock::dialect::postgresql);
+  EXPECT_NE(durable.find("set_config('synchronous_commit', 'on', true)"), std::string::npos) << durable;
+  EXPECT_EQ(durable.find("{{"), std::string::npos) << durable;
+  EXPECT_TRUE(durable.ends_with(") SELECT 1")) << "a part ends without its file's newline: " << durable;
+  const std::string epoch = render_sql("WITH {{part:epoch}} SELECT 1", "locks", sqllock::dialect::postgresql);
+  EXPECT_NE(epoch.find("pg_walfile_name(pg_current_wal_lsn())"), std::string::npos) << "a part inside a part: " << epoch;
+  EXPECT_THROW(render_sql("{{part:no_such_part}}", "locks", sqllock::dialect::postgresql), std::logic_error);
+  // Every PostgreSQL statement that forces a durable commit takes it from the one part.
+  for (const char* statement : {"lease_acquire", "lease_release", "lease_renew", "fair_release"}) {
+    const std::string_view text = embedded_sql("postgresql", statement);
+    EXPECT_NE(text.find("{{part:durable}}"), std::string_view::npos) << statement;
+    EXPECT_EQ(text.find("set_config('synchronous_commit'"), std::string_view::npos) << statement << " has its own copy";
+    EXPECT_NE(render_sql(text, "locks", sqllock::dialect::postgresql).find("set_config('synchronous_commit'"),
+              std::string::npos)
+        << statement;
+  }
+}

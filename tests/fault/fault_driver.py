@@ -905,7 +905,15 @@ class Driver:
                 elif t == "C":
                     errors["client_recreated"] = errors.get("client_recreated", 0) + 1
         self.errors = errors
+        if not hasattr(self, "per_proc"):
+            self.per_proc = self.read_history()
+        # A leader_latch term (worker --leader-pct) is logged from the latch's start: the latch
+        # campaigns for as long as it is open (up to 2 TTL), with no wait bound to exceed.
+        latch_terms = {(r["pid"], r["name"], r["token"]) for _, recs in self.per_proc for r in recs
+                       if r["op"] == "acquire" and r["phase"] == "ok" and r["detail"] == "latch"}
         for a in acqs:
+            if (a["pid"], a["name"], a["token"]) in latch_terms:
+                continue
             d = a["t_ack"] - a["t_req"]
             if d > o.wait_ms * 1000 + slack_us and not self.excused(a["pid"], a["t_req"], a["t_ack"]):
                 self.v.add("process_stuck", f"pid {a['pid']}: acquire of {a['name']} took {d / 1000:.0f} ms "

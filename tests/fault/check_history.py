@@ -142,16 +142,22 @@ class Checker:
     def critical_sections(self, per_proc):
         """Per lock loop and name: from an acquire's ok to the first of its release's invoke, a loss
         report to it, or its death (SIGKILL by the driver). A loop holds several names at once only
-        in a multi-lock (acquire_all)."""
+        in a multi-lock (acquire_all). A loss reported between the acquire's invoke and its ok, for
+        the token the ok then names (the answer came after the lease had run out by the client's
+        clock: on_lost fired inside the call), ends the section at the ok: it holds nothing."""
         kills = {ev["pid"]: ev["t"] for ev in self.events if ev["kind"] == "kill"}
         out = []
         for p, recs in per_proc:
             cur = {}  # name -> the open critical section
             t_inv = {}
+            lost_early = {}  # name -> {token: loss record} reported since the acquire's invoke
             for r in recs:
                 name = r["name"]
                 if r["op"] == "acquire" and r["phase"] == "invoke":
                     t_inv[name] = r["t"]
+                    lost_early[name] = {}
+                if r["phase"] == "lost" and not (name in cur and cur[name]["e"] is None):
+                    lost_early.setdefault(name, {})[r["token"]] = r
                 if r["op"] == "acquire" and name in cur and cur[name]["e"] is None and (
                         r["phase"] == "ok" or (r["phase"] == "fail" and cur[name]["start"]["detail"] == "multi_partial")):
                     # A section still open when this thread acquires the name again, or when its
@@ -166,6 +172,10 @@ class Checker:
                                      label=r["label"], s=r["t"], e=None, how=None, start=r,
                                      t_inv=t_inv.get(name) or r["t"])
                     out.append(cur[name])
+                    early = lost_early.get(name, {}).get(r["token"])
+                    if early:
+                        cur[name].update(e=r["t"], end=early, how=f"told of its loss ({early['op']}, "
+                                                                 f"{early['detail']}) before its acquire returned")
                 elif name in cur and cur[name]["e"] is None:
                     c = cur[name]
                     if r["phase"] == "lost":

@@ -717,7 +717,11 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     const long long ttl_ms = pick(ttl_min, ttl_max);
     sqllock::lease_options lo;
     lo.ttl = std::chrono::milliseconds(ttl_ms);
-    lo.on_lost = on_lost_of("outer");
+    // on_lost gets the derived row's name (sqllock.rwlock.<len>.<name>.writer...): logged under the
+    // lease's own name, so the checker sees the loss of this hold.
+    lo.on_lost = [&log, &sfx, name](const std::string&, std::int64_t tok) {
+      log.line("O", now_us(), "lost", "outer", name + sfx, tok, "callback");
+    };
     op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + "," + mode);
     std::optional<sqllock::lease_guard> g;
     std::string failure;

@@ -12,6 +12,8 @@ it); 2: unreadable input.
 The history file, tab-separated lines, in this order (times: CLOCK_MONOTONIC microseconds):
     R  permits  N                           the run's --permits (0: plain locks)
     S  t_start  t_end                       a server restart or crash (t_end empty: never ended)
+    T  t_start  t_end                       a database write stall: the probe's writes all failed
+                                            or hung for over 500 ms (fault_driver.db_stalls)
     F  {python literal of the event dict}   a fault the driver injected: kind, t, pid, t_end, ...
     L  pid  thread  index  label  threads   a lock loop (a process, or thread k of one); its O
                                             records follow, in the loop's own order
@@ -21,12 +23,20 @@ Checks (see tests/fault/README.md, "Checking"): critical sections of different l
 per name (late_loss_report when the earlier holder was told of its loss only afterwards); no token
 handed out twice; semaphores never over capacity; guarded writes never commit after a takeover; a
 cancelled wait or a failed multi-lock set leaves no lease behind; an acknowledged release is never
-undone by a renewal racing it.
+undone by a renewal racing it; fair leases are granted in ticket order, with increasing tokens,
+within their wait bound.
 """
 import argparse
 import ast
 import json
 import sys
+
+
+# Fair leases (check_fair): a waiter takes its ticket in its first poll, right after its invoke, so
+# two waiters that invoked less than this apart may hold their tickets in either order ("the same
+# instant"); and the margin past its wait bound that a fair acquire call may take to return.
+FAIR_SAME_INSTANT_US = 500_000
+FAIR_WAIT_MARGIN_US = 2_000_000
 
 
 def base_name(name):
@@ -65,12 +75,14 @@ class Loop:
         self.proc = self  # (check_after_checks reads p.proc.threads)
 
 
-def write_history(path, per_proc, events, restarts, permits):
+def write_history(path, per_proc, events, restarts, permits, stalls=()):
     """The driver's side: per_proc as fault_driver.Driver.read_history() returns it."""
     with open(path, "w") as f:
         f.write(f"R\tpermits\t{permits or 0}\n")
         for t0, t1 in restarts:
             f.write(f"S\t{t0}\t{'' if t1 is None else t1}\n")
+        for t0, t1 in stalls:
+            f.write(f"T\t{t0}\t{t1}\n")
         for ev in events:
             f.write("F\t" + repr(ev) + "\n")
         for p, recs in per_proc:
@@ -89,8 +101,8 @@ def op_record(c, p):
 
 
 def read_history(path):
-    """(per_proc, events, restarts, permits) from a history file."""
-    per_proc, events, restarts, permits = [], [], [], 0
+    """(per_proc, events, restarts, permits, stalls) from a history file."""
+    per_proc, events, restarts, permits, stalls = [], [], [], 0, []
     cur = None
     with open(path, encoding="utf-8", errors="replace") as f:
         for n, line in enumerate(f, 1):
@@ -101,6 +113,8 @@ def read_history(path):
                 permits = int(c[2])
             elif c[0] == "S":
                 restarts.append((int(c[1]), int(c[2]) if c[2] else None))
+            elif c[0] == "T":
+                stalls.append((int(c[1]), int(c[2])))
             elif c[0] == "F":
                 events.append(ast.literal_eval(c[1]))
             elif c[0] == "L":
@@ -112,31 +126,38 @@ def read_history(path):
                 cur[1].append(op_record(c, cur[0]))
             else:
                 raise ValueError(f"{path}:{n}: unexpected line {line[:80]!r}")
-    return per_proc, events, restarts, permits
+    return per_proc, events, restarts, permits, stalls
 
 
 class Checker:
-    def __init__(self, per_proc, events, restarts, permits):
+    def __init__(self, per_proc, events, restarts, permits, stalls=()):
         self.per_proc = per_proc
         self.events = events
         self.restarts = restarts
         self.permits = permits
+        self.stalls = list(stalls)
         self.v = Violations()
         self.hist = {}
 
     def critical_sections(self, per_proc):
         """Per lock loop and name: from an acquire's ok to the first of its release's invoke, a loss
         report to it, or its death (SIGKILL by the driver). A loop holds several names at once only
-        in a multi-lock (acquire_all)."""
+        in a multi-lock (acquire_all). A loss reported between the acquire's invoke and its ok, for
+        the token the ok then names (the answer came after the lease had run out by the client's
+        clock: on_lost fired inside the call), ends the section at the ok: it holds nothing."""
         kills = {ev["pid"]: ev["t"] for ev in self.events if ev["kind"] == "kill"}
         out = []
         for p, recs in per_proc:
             cur = {}  # name -> the open critical section
             t_inv = {}
+            lost_early = {}  # name -> {token: loss record} reported since the acquire's invoke
             for r in recs:
                 name = r["name"]
                 if r["op"] == "acquire" and r["phase"] == "invoke":
                     t_inv[name] = r["t"]
+                    lost_early[name] = {}
+                if r["phase"] == "lost" and not (name in cur and cur[name]["e"] is None):
+                    lost_early.setdefault(name, {})[r["token"]] = r
                 if r["op"] == "acquire" and name in cur and cur[name]["e"] is None and (
                         r["phase"] == "ok" or (r["phase"] == "fail" and cur[name]["start"]["detail"] == "multi_partial")):
                     # A section still open when this thread acquires the name again, or when its
@@ -151,6 +172,10 @@ class Checker:
                                      label=r["label"], s=r["t"], e=None, how=None, start=r,
                                      t_inv=t_inv.get(name) or r["t"])
                     out.append(cur[name])
+                    early = lost_early.get(name, {}).get(r["token"])
+                    if early:
+                        cur[name].update(e=r["t"], end=early, how=f"told of its loss ({early['op']}, "
+                                                                 f"{early['detail']}) before its acquire returned")
                 elif name in cur and cur[name]["e"] is None:
                     c = cur[name]
                     if r["phase"] == "lost":
@@ -251,6 +276,7 @@ class Checker:
         if getattr(self, "permits", 0):
             self.check_semaphores(per_proc, css, stops)
         self.check_after_checks(per_proc)
+        self.check_fair(per_proc)
 
     def check_after_checks(self, per_proc):
         """The `check` records (inspect() of the lock row) after a cancelled wait and after an
@@ -332,6 +358,126 @@ class Checker:
                                f"{(r['t'] - t0) / 1000:.3f} ms after the acquire began the lock row is held under its "
                                f"own label with token {r['token']}, which it was never given ({r['detail']}):" +
                                self.simple_window(recs, t0, r["t"], r["name"]))
+
+    def fair_calls(self, per_proc):
+        """Every fair acquire call of the history (worker --fair-pct: an invoke whose detail has the
+        field fair, and wait=MS, ticket_ttl=MS), by name: who, pid, index, t_inv, t_end (its outcome's
+        record; for a call with no outcome, its process's SIGKILL or the end of its log), outcome
+        (ok, fail, unknown, or killed / none with no outcome), detail, token."""
+        kills = {ev["pid"]: ev["t"] for ev in self.events if ev["kind"] == "kill"}
+        out = {}
+        for p, recs in per_proc:
+            waiting = {}
+            for r in recs:
+                if r["op"] != "acquire":
+                    continue
+                name = r["name"]
+                if r["phase"] == "invoke":
+                    waiting.pop(name, None)
+                    fields = r["detail"].split(",")
+                    if "fair" not in fields:
+                        continue
+                    kv = dict(f.split("=", 1) for f in fields if "=" in f)
+                    call = dict(name=name, who=p.who, pid=p.pid, index=p.index, t_inv=r["t"], t_end=None,
+                                outcome="none", detail="", token=0, wait_ms=int(kv.get("wait") or 0))
+                    waiting[name] = call
+                    out.setdefault(name, []).append(call)
+                elif name in waiting and r["phase"] in ("ok", "fail", "unknown"):
+                    waiting.pop(name).update(t_end=r["t"], outcome=r["phase"], detail=r["detail"], token=r["token"])
+            last = max((r["t"] for r in recs), default=0)
+            for call in waiting.values():
+                call["t_end"] = kills.get(p.pid, last)
+                call["outcome"] = "killed" if p.pid in kills else "none"
+        return out
+
+    def check_fair(self, per_proc):
+        """Fair leases (lease_options::fair, a ticket queue per name; worker --fair-pct). Exclusion and
+        token uniqueness are the checks above (a fair hold is a critical section like any other). Here,
+        per fair name:
+        - fair_token_order: a grant acknowledged before another call even began has the smaller token.
+        - fair_ticket_order: waiters are granted in the order they joined the queue. Waiter x joined
+          before y when x invoked over FAIR_SAME_INSTANT_US before y (its ticket is taken by its first
+          poll, right after the invoke; closer than that the two may have either order). When y is
+          granted (its ok) while such an x is still waiting (x's outcome comes later: x was waiting
+          from before y joined until after the grant, which lies between y's invoke and y's ok), the
+          queue put y before x: a violation, unless x's ticket may have died meanwhile: a ticket
+          lives fair_ticket_ttl (2 s) past the waiter's last poll, so a waiter whose polls could not
+          get through (any fault on its process, a server restart or crash, a database write stall
+          in the window) or whose wait ended in an error rather than a grant or a timeout is excused
+          (a dead waiter), counted as fair_pairs_excused. fair_pairs_in_order counts the pairs the
+          queue kept in order (x joined over FAIR_SAME_INSTANT_US before y, y joined while x waited,
+          x was granted while y still waited): the material the rule had.
+        - fair_wait_exceeded: a call returned later than its wait bound + FAIR_WAIT_MARGIN_US, with no
+          fault on its process, restart or write stall to explain it."""
+        calls = self.fair_calls(per_proc)
+        self.hist.update(fair_calls=0, fair_grants=0, fair_pairs_in_order=0, fair_pairs_excused=0, fair_ticket_order=0,
+                         fair_token_order=0, fair_wait_exceeded=0)
+        for name, lst in calls.items():
+            self.hist["fair_calls"] += len(lst)
+            grants = sorted((c for c in lst if c["outcome"] == "ok"), key=lambda c: c["t_end"])
+            self.hist["fair_grants"] += len(grants)
+            for c in lst:
+                took = c["t_end"] - c["t_inv"]
+                if c["outcome"] in ("ok", "fail") and c["wait_ms"] and took > c["wait_ms"] * 1000 + FAIR_WAIT_MARGIN_US \
+                        and not self.touched(c["pid"], c["t_inv"], c["t_end"]) and not self.stalled(c["t_inv"], c["t_end"]):
+                    self.hist["fair_wait_exceeded"] += 1
+                    self.v.add("fair_wait_exceeded", f"{name}: worker {c['index']}'s fair acquire with a wait bound of "
+                                                     f"{c['wait_ms']} ms returned ({c['outcome']} {c['detail']}) after "
+                                                     f"{took / 1000:.0f} ms")
+            # Token order: the largest token granted before y began must be below y's.
+            best = None
+            i = 0
+            for y in sorted(grants, key=lambda c: c["t_inv"]):
+                while i < len(grants) and grants[i]["t_end"] < y["t_inv"]:
+                    if best is None or grants[i]["token"] > best["token"]:
+                        best = grants[i]
+                    i += 1
+                if best is not None and best["token"] >= y["token"]:
+                    self.hist["fair_token_order"] += 1
+                    self.v.add("fair_token_order", f"{name}: worker {best['index']} was granted token {best['token']} "
+                                                   f"before worker {y['index']} asked, which then got token {y['token']}:" +
+                               self.fair_window(per_proc, name, best, y))
+            # Ticket order.
+            by_join = sorted(lst, key=lambda c: c["t_inv"])
+            for y in grants:
+                for x in by_join:
+                    if x["t_inv"] + FAIR_SAME_INSTANT_US >= y["t_inv"]:
+                        break
+                    if x["who"] == y["who"]:
+                        continue
+                    if x["t_end"] <= y["t_end"]:
+                        if x["outcome"] == "ok" and x["t_end"] > y["t_inv"]:
+                            self.hist["fair_pairs_in_order"] += 1
+                        continue
+                    clean_end = x["outcome"] in ("ok", "killed") or (x["outcome"] == "fail" and x["detail"] == "timeout")
+                    if not clean_end or self.touched(x["pid"], x["t_inv"], y["t_end"]) or \
+                            self.stalled(x["t_inv"], y["t_end"]):
+                        self.hist["fair_pairs_excused"] += 1
+                        continue
+                    self.hist["fair_ticket_order"] += 1
+                    then = {"ok": f"granted token {x['token']}", "killed": "killed"}.get(x["outcome"], "timed out")
+                    self.v.add("fair_ticket_order",
+                               f"{name}: worker {x['index']} joined the queue {(y['t_inv'] - x['t_inv']) / 1000:.3f} ms "
+                               f"before worker {y['index']} and still waited (it was {then} "
+                               f"{(x['t_end'] - y['t_end']) / 1000:.3f} ms later) when worker {y['index']} was granted "
+                               f"token {y['token']}, with no fault, restart or write stall that could have let its "
+                               "ticket expire:" + self.fair_window(per_proc, name, x, y))
+
+    def fair_window(self, per_proc, name, x, y, limit=14):
+        """Both calls' records of `name` from the earlier invoke to the later end, merged in time
+        order, printable (times relative to the earlier invoke)."""
+        t0, t1 = min(x["t_inv"], y["t_inv"]), max(x["t_end"], y["t_end"])
+        recs = sorted((r for p, rs in per_proc if p.who in (x["who"], y["who"]) for r in rs
+                       if r["name"] == name and t0 <= r["t"] <= t1), key=lambda r: r["t"])
+        lines = [f"      {(r['t'] - t0) / 1000:+11.3f} ms  worker {r['index']:>4} pid {r['pid']:>7}: "
+                 f"{r['phase']:<7} {r['op']:<13} token {r['token']} {r['detail']}" for r in recs]
+        if len(lines) > limit:
+            lines = lines[:limit // 2] + [f"      ... {len(lines) - limit} more ..."] + lines[-limit // 2:]
+        return "\n" + "\n".join(lines)
+
+    def stalled(self, t0, t1):
+        """True when the database took no writes for over 500 ms somewhere in [t0, t1] (T records)."""
+        return any(a < t1 and b > t0 for a, b in getattr(self, "stalls", ()))
 
     def touched_safe(self, pid, t0, t1):
         return self.touched(pid, t0, t1)

@@ -14,12 +14,15 @@
 //                                                  renews every 50-130 ms, and are released at a random
 //                                                  moment with no write; after an acknowledged release the
 //                                                  lock row is inspected again: history op check)
-//                          [--break cancel|race|multi|rw]  (a deliberately broken worker, to show the checks can
-//                                                  fail: cancel keeps a second, unlogged lease after a
+//                          [--break cancel|race|multi|rw|fair]  (a deliberately broken worker, to show the checks
+//                                                  can fail: cancel keeps a second, unlogged lease after a
 //                                                  cancellation; race logs a release it never made;
 //                                                  multi keeps parts of a set it failed to acquire;
-//                                                  rw takes a read lease where it should write)
+//                                                  rw takes a read lease where it should write;
+//                                                  fair acquires its fair names unfairly, skipping the queue)
 //                          [--rw-pct N]           (N % of the iterations: a read or write lease on <prefix>_rw0..1)
+//                          [--fair-pct N]         (N % of the iterations: a fair lease, lease_options::fair, on
+//                                                  <prefix>_fair0; every acquirer of that name is fair)
 //                          [--multi-pct N]        (N % of the iterations: try_acquire_all of 2-3 names)
 //                          [--leader-pct N]       (N % of the iterations: half a leader_latch on the name for a
 //                                                  while, half await_leadership in place of try_acquire_for)
@@ -359,12 +362,15 @@ int run_cleanup(const args& a) {
     }
   }
   tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {a.get("prefix") + "_probe"});
+  // The fair shape's name (--fair-pct): its row and any ticket left in the queue (tables k >= 1 go below).
+  tx2.execute("DELETE FROM sqllock_locks WHERE name = ?", {a.get("prefix") + "_fair0"});
+  tx2.execute("DELETE FROM sqllock_locks_queue WHERE name = ?", {a.get("prefix") + "_fair0"});
   tx2.commit();
   // --tables: the run's own lock tables go, with the companions migrate() made for them.
   for (int k = 1; k < table_count(a); ++k) {
     auto tx3 = c->begin();
     const auto t = lock_table_name(prefix, k);
-    for (const char* suffix : {"_semaphores", "_schema", "_rebuild", ""}) tx3.execute("DROP TABLE IF EXISTS " + t + suffix);
+    for (const char* suffix : {"_semaphores", "_queue", "_schema", "_rebuild", ""}) tx3.execute("DROP TABLE IF EXISTS " + t + suffix);
     tx3.commit();
   }
   return 0;
@@ -475,6 +481,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
   const int multi_pct = permits > 0 ? 0 : static_cast<int>(a.num("multi-pct", 0));
   const int leader_pct = permits > 0 ? 0 : static_cast<int>(a.num("leader-pct", 0));
   const int rw_pct = permits > 0 ? 0 : static_cast<int>(a.num("rw-pct", 0));
+  const int fair_pct = permits > 0 ? 0 : static_cast<int>(a.num("fair-pct", 0));
   const std::string label = a.get("holder");
   // The application's own writes follow the server's durability default; a run that makes it lazy
   // (the driver's --server-durability lazy) asks the worker to commit its writes durably, as a careful
@@ -710,7 +717,11 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     const long long ttl_ms = pick(ttl_min, ttl_max);
     sqllock::lease_options lo;
     lo.ttl = std::chrono::milliseconds(ttl_ms);
-    lo.on_lost = on_lost_of("outer");
+    // on_lost gets the derived row's name (sqllock.rwlock.<len>.<name>.writer...): logged under the
+    // lease's own name, so the checker sees the loss of this hold.
+    lo.on_lost = [&log, &sfx, name](const std::string&, std::int64_t tok) {
+      log.line("O", now_us(), "lost", "outer", name + sfx, tok, "callback");
+    };
     op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + "," + mode);
     std::optional<sqllock::lease_guard> g;
     std::string failure;
@@ -741,6 +752,54 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
        name, token, result == "ok" ? mode : result);
   };
 
+  // Fair leases (--fair-pct): the name <prefix>_fair0, used only this way and only fair (client.hpp:
+  // a plain acquirer can starve fair waiters, so every acquirer of a fair name is fair). The lock
+  // goes to the lowest live ticket of the name's queue; a release hands it to the next ticket.
+  // Logged as acquisitions with detail fair (no A line, like the reader-writer shape); the invoke
+  // carries the wait bound and the ticket TTL (the library's default, 2 s) for the checker:
+  // check_history.py checks exclusion, token order and the ticket order (a waiter that joined the
+  // queue earlier and still waits is granted first). Holds of 50-1000 ms: long enough for a queue to
+  // form behind them, short enough for it to move within the wait bound.
+  // --break fair: the acquisitions are plain (unfair) while logged as fair, a queue nobody keeps.
+  auto run_fair = [&] {
+    const std::string name = prefix + "_fair0";
+    const long long ttl_ms = pick(ttl_min, ttl_max);
+    sqllock::lease_options lo;
+    lo.ttl = std::chrono::milliseconds(ttl_ms);
+    lo.on_lost = on_lost_of("outer");
+    lo.fair = broken != "fair";
+    op("invoke", "acquire", name, 0,
+       "ttl=" + std::to_string(ttl_ms) + ",fair,wait=" + std::to_string(wait.count()) +
+           ",ticket_ttl=" + std::to_string(lo.fair_ticket_ttl.count()));
+    std::optional<sqllock::lease_guard> g;
+    std::string failure;
+    try {
+      g = c->try_acquire_for(name, wait, lo);
+      if (!g) failure = "timeout";
+    } catch (const std::exception& e) {
+      failure = error_kind(e);
+      log.line("E", "acquire", failure, now_us(), e.what());
+    }
+    if (!g) {
+      op(failure == "timeout" ? "fail" : phase_of(failure), "acquire", name, 0, failure);
+      return;
+    }
+    consecutive_errors = 0;
+    op("ok", "acquire", name, g->fencing_token(), "fair");
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(50, std::clamp(ttl_ms / 3, 51LL, 1000LL))));
+    if (g->lost()) op("lost", "outer", name, g->fencing_token(), "flag");
+    const auto token = g->fencing_token();
+    op("invoke", "release", name, token, "fair");
+    std::string result = "ok";
+    try {
+      g->release();
+    } catch (const std::exception& e) {
+      result = error_kind(e);
+    }
+    op(result == "ok" ? "ok" : (result == "lease_lost" || result == "not_holder") ? "fail" : "unknown", "release",
+       name, token, result == "ok" ? "fair" : result);
+  };
+
   while (!g_stop.load() && c) {
     // With --permits, `name` is the semaphore until the acquisition, then <semaphore>#<slot>.
     auto name = lock_name(prefix, static_cast<int>(pick(0, names - 1)));
@@ -756,6 +815,10 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
     if (shape >= 100 - rw_pct && !race && !cancel) {
       run_rw();
+      continue;
+    }
+    if (shape >= 100 - rw_pct - fair_pct && !race && !cancel) {
+      run_fair();
       continue;
     }
     if (!shared && shape < multi_pct + leader_pct / 2) {  // latches: one per client (leader.hpp)

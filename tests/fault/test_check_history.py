@@ -1,0 +1,302 @@
+#!/usr/bin/env python3
+"""Unit tests of the fault harness's checkers on synthetic histories (no database, no workers):
+each rule is shown firing on a history that breaks it and staying quiet on the ones it must accept.
+check_history.py's fair-lease rules (check_fair), and fault_driver.py's stuck_after_holder_died rule
+with the window it judges (a waiter's timeout proves the name stuck only after the killed holder's
+lease had certainly expired and before anybody may have held the name again). ctest
+fault_check_history; by hand: tests/fault/test_check_history.py [-v]."""
+import argparse
+import contextlib
+import io
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+import check_history  # noqa: E402
+import fault_driver  # noqa: E402
+
+MS = 1000  # history times are microseconds
+T0 = 10_000_000 * MS  # an arbitrary CLOCK_MONOTONIC origin
+
+
+class History:
+    """A synthetic history: lock loops and their O records, times in ms from T0."""
+
+    def __init__(self):
+        self.per_proc = []
+        self.events = []
+        self.restarts = []
+        self.stalls = []
+
+    def loop(self, pid, index=None, k=0):
+        p = check_history.Loop(pid, k, index if index is not None else pid, "", 1)
+        self.per_proc.append((p, []))
+        return p
+
+    def op(self, p, t_ms, phase, op, name, token=0, detail=""):
+        recs = next(r for q, r in self.per_proc if q is p)
+        recs.append(check_history.op_record(["O", str(T0 + t_ms * MS), phase, op, name, str(token), detail], p))
+
+    def fair_call(self, p, name, t_inv, t_end, outcome="ok", token=0, hold_ms=100, wait_ms=3000):
+        """A fair acquire call as fault_worker's run_fair logs it (and its hold, when granted)."""
+        self.op(p, t_inv, "invoke", "acquire", name, 0, f"ttl=2000,fair,wait={wait_ms},ticket_ttl=2000")
+        if outcome == "ok":
+            self.op(p, t_end, "ok", "acquire", name, token, "fair")
+            self.op(p, t_end + hold_ms, "invoke", "release", name, token, "fair")
+            self.op(p, t_end + hold_ms + 1, "ok", "release", name, token, "fair")
+        elif outcome == "timeout":
+            self.op(p, t_end, "fail", "acquire", name, 0, "timeout")
+        else:
+            self.op(p, t_end, "unknown", "acquire", name, 0, outcome)
+
+    def check(self):
+        c = check_history.Checker(self.per_proc, self.events, self.restarts, 0, self.stalls)
+        c.check()
+        return c
+
+
+class FairLeaseRules(unittest.TestCase):
+    def two_waiters(self, y_joins_at=1000):
+        """x joins the queue at 0 and waits; y joins later and is granted at 1500 ms while x still
+        waits (x is granted at 2000 ms): y overtook x."""
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        h.fair_call(x, "f_fair0", 0, 2000, token=3)
+        h.fair_call(y, "f_fair0", y_joins_at, 1500, token=2)
+        return h, x, y
+
+    def test_a_waiter_granted_before_one_that_joined_the_queue_earlier_is_flagged(self):
+        h, _, _ = self.two_waiters()
+        c = h.check()
+        self.assertEqual(c.hist["fair_ticket_order"], 1, c.v.items)
+        kind, detail = c.v.items[0]
+        self.assertEqual(kind, "fair_ticket_order")
+        self.assertIn("worker 101 joined the queue 1000.000 ms before worker 102 and still waited (it was granted "
+                      "token 3 500.000 ms later) when worker 102 was granted token 2", detail)
+        self.assertIn("invoke  acquire", detail)  # the window of history is printed
+
+    def test_waiters_that_joined_within_the_same_instant_are_not_ordered(self):
+        h, _, _ = self.two_waiters(y_joins_at=check_history.FAIR_SAME_INSTANT_US // MS - 1)
+        c = h.check()
+        self.assertEqual(c.v.count(), 0, c.v.items)
+
+    def test_an_overtaken_waiter_whose_process_was_stopped_is_a_dead_waiter(self):
+        h, x, _ = self.two_waiters()
+        h.events.append(dict(kind="stop", t=T0 + 200 * MS, t_end=T0 + 1400 * MS, pid=x.pid, holding=None))
+        c = h.check()
+        self.assertEqual(c.v.count(), 0, c.v.items)
+        self.assertEqual(c.hist["fair_pairs_excused"], 1)
+
+    def test_an_overtaken_waiter_during_a_database_write_stall_is_a_dead_waiter(self):
+        h, _, _ = self.two_waiters()
+        h.stalls.append((T0 + 300 * MS, T0 + 900 * MS))
+        self.assertEqual(h.check().v.count(), 0)
+
+    def test_an_overtaken_waiter_whose_wait_ended_in_an_error_is_a_dead_waiter(self):
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        h.fair_call(x, "f_fair0", 0, 2000, outcome="connection_lost")
+        h.fair_call(y, "f_fair0", 1000, 1500, token=2)
+        c = h.check()
+        self.assertEqual(c.v.count(), 0, c.v.items)
+        self.assertEqual(c.hist["fair_pairs_excused"], 1)
+
+    def test_an_overtaken_waiter_that_later_timed_out_is_flagged(self):
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        h.fair_call(x, "f_fair0", 0, 3000, outcome="timeout")
+        h.fair_call(y, "f_fair0", 1000, 1500, token=2)
+        self.assertEqual(h.check().hist["fair_ticket_order"], 1)
+
+    def test_a_waiter_that_gave_up_before_the_grant_is_not_judged(self):
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        h.fair_call(x, "f_fair0", 0, 1200, outcome="timeout", wait_ms=1200)
+        h.fair_call(y, "f_fair0", 1000, 1500, token=2)
+        self.assertEqual(h.check().v.count(), 0)
+
+    def test_grants_in_queue_order_pass_and_are_counted(self):
+        h = History()
+        x, y, z = h.loop(101), h.loop(102), h.loop(103)
+        h.fair_call(z, "f_fair0", 0, 1, token=1, hold_ms=1400)
+        h.fair_call(x, "f_fair0", 100, 1402, token=2, hold_ms=300)
+        h.fair_call(y, "f_fair0", 1000, 1704, token=3)
+        c = h.check()
+        self.assertEqual(c.v.count(), 0, c.v.items)
+        self.assertEqual(c.hist["fair_pairs_in_order"], 1)  # x before y (z's grant came before anyone waited)
+        self.assertEqual(c.hist["fair_grants"], 3)
+
+    def test_plain_acquisitions_are_not_held_to_ticket_order(self):
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        h.op(x, 0, "invoke", "acquire", "f_lock0", 0, "ttl=2000")
+        h.op(y, 1000, "invoke", "acquire", "f_lock0", 0, "ttl=2000")
+        h.op(y, 1500, "ok", "acquire", "f_lock0", 2, "hold=1")
+        h.op(y, 1600, "invoke", "release", "f_lock0", 2, "")
+        h.op(x, 2000, "ok", "acquire", "f_lock0", 3, "hold=1")
+        self.assertEqual(h.check().v.count(), 0)
+
+    def test_a_smaller_token_after_a_grant_that_came_before_the_call_began_is_flagged(self):
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        h.fair_call(x, "f_fair0", 0, 10, token=5)
+        h.fair_call(y, "f_fair0", 300, 310, token=4)
+        c = h.check()
+        self.assertEqual(c.hist["fair_token_order"], 1, c.v.items)
+        self.assertEqual(c.v.items[0][0], "fair_token_order")
+
+    def test_a_fair_call_past_its_wait_bound_is_flagged_unless_a_restart_explains_it(self):
+        h = History()
+        x = h.loop(101)
+        h.fair_call(x, "f_fair0", 0, 5500, outcome="timeout")
+        c = h.check()
+        self.assertEqual(c.hist["fair_wait_exceeded"], 1, c.v.items)
+        h.restarts.append((T0 + 1000 * MS, T0 + 2000 * MS))
+        self.assertEqual(h.check().v.count(), 0)
+
+    def test_the_history_file_carries_the_write_stalls(self):
+        h, _, _ = self.two_waiters()
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "history.txt")
+            with contextlib.redirect_stdout(io.StringIO()):
+                check_history.write_history(path, h.per_proc, [], [], 0, [(T0 + 300 * MS, T0 + 900 * MS)])
+                self.assertEqual(check_history.main([path, "--json"]), 0)
+                check_history.write_history(path, h.per_proc, [], [], 0, [])
+                self.assertEqual(check_history.main([path, "--json"]), 1)
+
+
+class CriticalSections(unittest.TestCase):
+    def test_a_lease_reported_lost_before_its_acquire_returned_holds_nothing(self):
+        # Seen in a PostgreSQL run: the acquire's answer came 5.5 s late, on_lost had fired inside
+        # the call (the lease had run out by the client's clock), and another worker took the name
+        # 340 ms after the call returned; the flag was noticed 3.6 s later.
+        def history(early_loss):
+            h = History()
+            x, y = h.loop(101), h.loop(102)
+            h.op(x, 0, "invoke", "acquire", "f_lock0", 0, "ttl=3293")
+            if early_loss:
+                h.op(x, 5000, "lost", "outer", "f_lock0", 15, "callback")
+            h.op(x, 5001, "ok", "acquire", "f_lock0", 15, "hold=1")
+            h.op(y, 100, "invoke", "acquire", "f_lock0", 0, "ttl=2000")
+            h.op(y, 5340, "ok", "acquire", "f_lock0", 16, "hold=1")
+            h.op(x, 8600, "lost", "outer", "f_lock0", 15, "flag")
+            return h.check()
+        self.assertEqual(history(early_loss=True).v.count(), 0)
+        c = history(early_loss=False)
+        self.assertEqual([k for k, _ in c.v.items], ["late_loss_report"], c.v.items)
+
+
+class FakeProc:
+    def __init__(self, pid, index, log_path):
+        self.pid, self.index, self.log_path = pid, index, log_path
+        self.threads, self.skew, self.holder_label = 1, None, None
+
+
+class StuckAfterHolderDied(unittest.TestCase):
+    """fault_driver.py's stuck_after_holder_died: holder pid 101 (TTL 2 s) acquires lock0 at 1.0 s
+    and is SIGKILLed at 2.0 s, so its lease has certainly expired by 4.0 s; waiter pid 102 waits
+    from 3.0 s and times out at 6.0 s; pid 103 acquires the name at 6.6 s."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.logs = {}
+        self.lock_row_token = 7
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def log(self, pid, *lines):
+        self.logs.setdefault(pid, [f"P\t{pid}\t{T0}\t{pid}\t\t0"]).extend(lines)
+
+    def o_line(self, pid, t_ms, phase, op, token=0, detail="", name="f_lock0"):
+        self.log(pid, f"O\t{T0 + t_ms * MS}\t{phase}\t{op}\t{name}\t{token}\t{detail}")
+
+    def base_history(self, timeout_at_ms=6000):
+        self.o_line(101, 1000, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(101, 1010, "ok", "acquire", 5, "hold=1")
+        self.log(101, f"A\tf_lock0\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
+        self.o_line(102, 3000, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(102, timeout_at_ms, "fail", "acquire", 0, "timeout")
+        self.log(102, f"N\tf_lock0\t{T0 + 3000 * MS}\t{T0 + timeout_at_ms * MS}")
+        self.o_line(103, 6500, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(103, 6600, "ok", "acquire", 7, "hold=1")
+        self.log(103, f"A\tf_lock0\t7\th103\t{T0 + 6500 * MS}\t{T0 + 6600 * MS}")
+        self.o_line(103, 6700, "invoke", "release", 7)
+        self.o_line(103, 6710, "ok", "release", 7)
+        self.log(103, f"R\tf_lock0\t7\t{T0 + 6700 * MS}\t{T0 + 6710 * MS}\tok\t0\t0")
+
+    def run_driver_check(self, probe_lines=()):
+        procs = []
+        for pid, lines in sorted(self.logs.items()):
+            path = os.path.join(self.dir.name, f"lock_{pid:05d}.log")
+            with open(path, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            procs.append(FakeProc(pid, pid, path))
+        probe_path = os.path.join(self.dir.name, "probe.log")
+        with open(probe_path, "w") as f:
+            f.write("".join(line + "\n" for line in probe_lines))
+        d = fault_driver.Driver.__new__(fault_driver.Driver)
+        d.o = argparse.Namespace(ttl_ms=2000, wait_ms=3000, duration=60)
+        d.v = check_history.Violations()
+        d.notes = []
+        d.restarts = []
+        d.events = [dict(kind="kill", t=T0 + 2000 * MS, pid=101, holding=("f_lock0", 5))]
+        d.lock_procs_all = procs
+        d.probe = FakeProc(-1, -1, probe_path)
+        db = dict(res={}, aw=[], lock={"f_lock0": (self.lock_row_token, "h")}, stock={}, sales={}, integrity=[])
+        d.check_lock_phase(db, [])
+        return d
+
+    def kinds(self, d):
+        return [k for k, _ in d.v.items]
+
+    def test_a_waiter_timing_out_after_the_dead_lease_expired_with_nobody_acquiring_is_flagged(self):
+        self.base_history()
+        d = self.run_driver_check()
+        self.assertEqual(self.kinds(d), ["stuck_after_holder_died"], d.v.items)
+        self.assertIn("timed out 2000 ms after the killed holder's lease (token 5) had certainly expired",
+                      d.v.items[0][1])
+
+    def test_a_timeout_soon_after_the_expiry_is_not_judged(self):
+        self.base_history(timeout_at_ms=4700)  # within 750 ms of the expiry (a poll interval)
+        self.assertEqual(self.kinds(self.run_driver_check()), [])
+
+    def test_a_partial_hold_of_a_multi_lock_ends_the_window(self):
+        self.base_history()
+        self.o_line(104, 4400, "invoke", "acquire", 0, "ttl=2000,multi=f_lock0+f_lock1")
+        self.o_line(104, 4500, "ok", "acquire", 6, "multi_partial")
+        self.o_line(104, 5900, "invoke", "release", 6, "multi_partial")
+        self.o_line(104, 5901, "ok", "release", 6, "multi_partial")
+        self.assertEqual(self.kinds(self.run_driver_check()), [])
+
+    def test_an_acquisition_whose_answer_was_lost_ends_the_window_at_its_invoke(self):
+        self.base_history()
+        self.o_line(104, 4200, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(104, 4300, "unknown", "acquire", 0, "connection_lost")
+        self.assertEqual(self.kinds(self.run_driver_check()), [])
+
+    def test_an_acknowledged_acquisition_before_the_timeout_ends_the_window(self):
+        self.base_history()
+        self.o_line(104, 4100, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(104, 4200, "ok", "acquire", 6, "hold=1")
+        self.log(104, f"A\tf_lock0\t6\th104\t{T0 + 4100 * MS}\t{T0 + 4200 * MS}")
+        self.o_line(104, 4300, "invoke", "release", 6)
+        self.o_line(104, 4310, "ok", "release", 6)
+        self.log(104, f"R\tf_lock0\t6\t{T0 + 4300 * MS}\t{T0 + 4310 * MS}\tok\t0\t0")
+        self.assertEqual(self.kinds(self.run_driver_check()), [])
+
+    def test_a_database_write_stall_in_the_window_excuses_the_timeout(self):
+        self.base_history()
+        # The probe's writes succeed every 50 ms except from 4.2 s to 5.5 s.
+        probe = [f"H\t{T0 + t * MS}\t{T0 + (t + 5) * MS}\tok" for t in range(0, 8000, 50) if not 4200 < t < 5500]
+        d = self.run_driver_check(probe)
+        self.assertEqual(self.kinds(d), [])
+        self.assertEqual(d.excused_by_stall, 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -167,15 +167,10 @@ EOF
 
 crash_primary() {
   [[ -d "$dir/primary" ]] || die "no primary in $dir"
-  local pid i
+  local pid
   pid=$(head -n 1 "$dir/primary/postmaster.pid" 2>/dev/null || true)
   [[ -n "$pid" ]] || die "no primary postmaster running in $dir"
-  pkill -KILL -P "$pid" 2>/dev/null || true
-  kill -KILL "$pid" 2>/dev/null || true
-  for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
+  kill_postmaster "$pid" || die "primary postmaster $pid or a child survived kill -9"
   # Its shared memory and socket are gone with it; the data directory stays for a look afterwards.
 }
 

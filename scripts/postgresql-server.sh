@@ -181,13 +181,7 @@ crash() {
   bindir=$(find_bindir) || die "PostgreSQL server binaries not found"
   pid=$(head -n 1 "$dir/data/postmaster.pid" 2>/dev/null || true)
   [[ -n "$pid" ]] || die "no postmaster running in $dir"
-  pkill -KILL -P "$pid" 2>/dev/null || true
-  kill -KILL "$pid" 2>/dev/null || true
-  local i
-  for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.05
-  done
+  kill_postmaster "$pid" || die "postmaster $pid or a child survived kill -9"
   pg_ctl_start "$bindir"
 }
 

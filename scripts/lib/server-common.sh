@@ -61,3 +61,30 @@ pick_port() {
   die "no free loopback port found"
 }
 
+
+# kill_postmaster PID: kill -9 of a PostgreSQL postmaster and all its children, as a crash would.
+# The postmaster is stopped (SIGSTOP) first: killed children make a running postmaster start new
+# ones at once (its crash restart), and a child forked between the children's kill and the
+# postmaster's would outlive it, hold the shared memory, and make the next start fail with
+# "pre-existing shared memory block is still in use". Returns once every one of them is gone.
+kill_postmaster() {
+  local pid=$1 children i
+  kill -STOP "$pid" 2>/dev/null || return 0
+  children=$(pgrep -P "$pid" || true)
+  # shellcheck disable=SC2086
+  [[ -z "$children" ]] || kill -KILL $children 2>/dev/null || true
+  kill -KILL "$pid" 2>/dev/null || true
+  for i in $(seq 1 200); do
+    local alive=0 c
+    # The postmaster must be gone, reaped too (the next start refuses a data directory whose pid
+    # file names a live pid); a child may stay a zombie until reaped: it holds no memory any more.
+    kill -0 "$pid" 2>/dev/null && alive=1
+    for c in $children; do
+      if kill -0 "$c" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$c/stat" 2>/dev/null) != Z ]]; then alive=1; fi
+    done
+    [[ $alive -eq 1 ]] || return 0
+    sleep 0.05
+  done
+  echo "kill_postmaster: a process of postmaster $pid survived kill -9" >&2
+  return 1
+}

@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -133,13 +134,18 @@ std::string to_markdown(const report& r) {
   return o.str();
 }
 
-child_process::child_process(const std::vector<std::string>& args) {
+child_process::child_process(const std::vector<std::string>& args) : role_(args.size() > 1 ? args[1] : "") {
   int to_child[2], from_child[2];
   if (pipe(to_child) != 0 || pipe(from_child) != 0) throw std::runtime_error("pipe failed");
+  // The child's stderr goes to an unlinked temporary file, so that when it dies its last words can
+  // be put into the parent's report (CI shows only a part of the run's stderr).
+  err_ = std::tmpfile();
+  if (!err_) throw std::runtime_error(std::string("tmpfile failed: ") + std::strerror(errno));
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, to_child[0], 0);
   posix_spawn_file_actions_adddup2(&fa, from_child[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, fileno(err_), 2);
   posix_spawn_file_actions_addclose(&fa, to_child[1]);
   posix_spawn_file_actions_addclose(&fa, from_child[0]);
   std::vector<std::string> full{self_exe()};
@@ -164,6 +170,54 @@ child_process::~child_process() {
     int st = 0;
     waitpid(pid_, &st, 0);
   }
+  if (err_) {
+    // Whatever the child wrote to stderr and nobody reported yet (warnings of a child that
+    // finished well included) still reaches ours, as it did before it went to a file.
+    const auto rest = stderr_text(0);
+    if (!rest.empty()) std::fputs(rest.c_str(), stderr);
+    std::fclose(err_);
+  }
+}
+
+std::string child_process::stderr_text(std::size_t max) {
+  if (!err_) return "";
+  std::fflush(err_);
+  const int fd = fileno(err_);
+  const off_t end = lseek(fd, 0, SEEK_END);
+  if (end <= err_reported_) return "";
+  off_t from = err_reported_;
+  if (max > 0 && end - from > static_cast<off_t>(max)) from = end - static_cast<off_t>(max);
+  std::string s(static_cast<std::size_t>(end - from), '\0');
+  const auto n = pread(fd, s.data(), s.size(), from);
+  s.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
+  err_reported_ = end;
+  return s;
+}
+
+std::string child_process::death_report() {
+  // The pipe closed: the child exited or is about to. Give it up to 5 s to be reaped, so the
+  // report says how it ended (a child that closed stdout and lives on is said to be still running).
+  int st = 0;
+  pid_t r = 0;
+  for (int i = 0; i < 500 && (r = waitpid(pid_, &st, WNOHANG)) == 0; ++i) sleep_ms(10);
+  std::string how;
+  if (r == pid_) {
+    waited_ = true;
+    if (WIFEXITED(st))
+      how = "exit status " + std::to_string(WEXITSTATUS(st));
+    else if (WIFSIGNALED(st))
+      how = std::string("killed by signal ") + std::to_string(WTERMSIG(st)) + " (" + strsignal(WTERMSIG(st)) + ")" +
+            (WCOREDUMP(st) ? ", core dumped" : "");
+    else
+      how = "wait status " + std::to_string(st);
+  } else {
+    how = "closed its stdout but is still running";
+  }
+  std::string err = stderr_text(2000);
+  while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
+  for (auto& c : err)
+    if (c == '\n') c = '|';
+  return how + (err.empty() ? "; its stderr is empty" : "; its stderr: " + err);
 }
 
 void child_process::send(const std::string& line) {
@@ -177,7 +231,8 @@ std::string child_process::receive() {
   const auto n = getline(&buf, &cap, from_);
   if (n <= 0) {
     std::free(buf);
-    throw std::runtime_error("child process " + std::to_string(pid_) + " ended unexpectedly");
+    throw std::runtime_error("child process " + std::to_string(pid_) + " (" + role_ + ") ended unexpectedly: " +
+                             death_report());
   }
   std::string s(buf, static_cast<std::size_t>(n));
   std::free(buf);
@@ -196,6 +251,19 @@ int child_process::wait() {
   if (WIFEXITED(st)) return WEXITSTATUS(st);
   if (WIFSIGNALED(st)) return 128 + WTERMSIG(st);
   return 255;
+}
+
+void child_process::wait_ok(const std::string& what) {
+  const int st = wait();
+  if (st == 0) return;
+  std::string err = stderr_text(2000);
+  while (!err.empty() && (err.back() == '\n' || err.back() == '\r')) err.pop_back();
+  for (auto& c : err)
+    if (c == '\n') c = '|';
+  throw std::runtime_error(what + " (process " + std::to_string(pid_) + ") failed: " +
+                           (st > 128 ? "killed by signal " + std::to_string(st - 128)
+                                     : "exit status " + std::to_string(st)) +
+                           (err.empty() ? "; its stderr is empty" : "; its stderr: " + err));
 }
 
 std::int64_t rss_kib() {

@@ -10,6 +10,8 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+
+#include <sys/types.h>
 #include <vector>
 
 namespace bench {
@@ -82,13 +84,26 @@ class child_process {
   ~child_process();
 
   void send(const std::string& line);  ///< writes line + '\n'
-  std::string receive();               ///< one line without '\n'; throws if the child died
+  /// One line without '\n'. Throws if the child died: the message says how (exit status or
+  /// signal) and ends with the last 2,000 characters the child wrote to stderr.
+  std::string receive();
   /// Wait for exit; returns the exit status (or 128 + signal).
   int wait();
+  /// Wait for exit; throws unless it exited with status 0 (the message says how it ended and
+  /// ends with its stderr).
+  void wait_ok(const std::string& what);
   int pid() const { return pid_; }
 
  private:
+  /// Not yet reported stderr of the child (at most the last `max` characters; 0: all).
+  std::string stderr_text(std::size_t max);
+  /// How the child ended (waits up to 5 s for it) and its stderr, for an exception message.
+  std::string death_report();
+
+  std::string role_;  ///< "waiter", "contend", ...: for messages
   int pid_ = -1;
+  std::FILE* err_ = nullptr;  ///< the child's stderr (an unlinked temporary file)
+  off_t err_reported_ = 0;
   std::FILE* to_ = nullptr;
   std::FILE* from_ = nullptr;
   bool waited_ = false;

@@ -8,7 +8,10 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -409,7 +412,7 @@ handoff_result run_handoff(const config& cfg, const std::string& table, const st
     }
   }
   child.send("quit");
-  if (child.wait() != 0) throw std::runtime_error("waiter process failed");
+  child.wait_ok("waiter");
   out.stmts_per_s = wait_s > 0 ? (stmts + out.wake_stmts) / wait_s : 0;
   return out;
 }
@@ -517,7 +520,7 @@ contention_result run_contention(const config& cfg, const std::string& table, co
     r.max = std::max(r.max, n);
   }
   for (auto& k : kids)
-    if (k->wait() != 0) throw std::runtime_error("contender process failed");
+    k->wait_ok("contender");
   {
     const int fd = open(shm.c_str(), O_RDWR);
     auto* st = static_cast<shared_state*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
@@ -1117,7 +1120,10 @@ int child_waiter(const std::string& url, const std::string& table, const std::st
 int child_contend(const std::string& url, const std::string& table, const std::string& mode, const std::string& name,
                   long ms, const std::string& shm) {
   const int fd = open(shm.c_str(), O_RDWR);
-  if (fd < 0) return 3;
+  if (fd < 0) {
+    std::cerr << "sqllock_bench child contend: cannot open " << shm << ": " << std::strerror(errno) << std::endl;
+    return 3;
+  }
   auto* st = static_cast<shared_state*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
   close(fd);
   std::optional<sqllock::client> c;
@@ -1145,7 +1151,10 @@ int child_contend(const std::string& url, const std::string& table, const std::s
     c.emplace(sqllock::connect(url, o));
   }
   say("ready");
-  if (read_line() != "go") return 2;
+  if (const auto l = read_line(); l != "go") {
+    std::cerr << "sqllock_bench child contend: expected 'go' from the parent, read '" << l << "'" << std::endl;
+    return 2;
+  }
   const auto end = now_ns() + ms * 1000000;
   long count = 0;
   while (now_ns() < end) {
@@ -1228,6 +1237,22 @@ int child_many(const std::string& url, const std::string& table, long count, lon
 
 int child_main(int argc, char** argv) {
   std::vector<std::string> a(argv, argv + argc);
+  // An exception escaping a thread (a library background thread included) ends the child in
+  // std::terminate: say what it was before the abort, so the parent's report can quote it.
+  std::set_terminate([] {
+    std::string what = "no active exception";
+    if (auto e = std::current_exception()) {
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        what = std::string("uncaught exception: ") + x.what();
+      } catch (...) {
+        what = "uncaught exception of a type not derived from std::exception";
+      }
+    }
+    std::cerr << "sqllock_bench child: std::terminate: " << what << std::endl;
+    std::abort();
+  });
   try {
     if (a.size() == 6 && a[2] == "waiter") return child_waiter(a[3], a[4], a[5]);
     if (a.size() == 9 && a[2] == "contend") return child_contend(a[3], a[4], a[5], a[6], std::stol(a[7]), a[8]);
@@ -1235,6 +1260,10 @@ int child_main(int argc, char** argv) {
       return child_many(a[3], a[4], std::stol(a[5]), std::stol(a[6]), std::stol(a[7]));
   } catch (const std::exception& e) {
     std::cerr << "sqllock_bench child " << a[2] << ": " << e.what() << std::endl;
+    return 1;
+  } catch (...) {
+    std::cerr << "sqllock_bench child " << a[2] << ": exception of a type not derived from std::exception"
+              << std::endl;
     return 1;
   }
   std::cerr << "sqllock_bench: bad child arguments" << std::endl;

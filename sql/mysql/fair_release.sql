@@ -3,7 +3,8 @@
 -- name has a live ticket of another owner the row goes to the lowest one in this statement
 -- (token + 1, lease ending the ticket's ttl_ms from now); otherwise it is freed. No assignment
 -- reads a column another one sets, so the order of a multi-table UPDATE's assignments does not
--- matter. Affected rows: 1 when the owner check passed. queue_leave.sql then deletes the ticket.
+-- matter. Affected rows: 1 when the owner check passed. queue_leave.sql has deleted the releaser's
+-- ticket just before (mysql_backend.cpp, fair_release_on: the statement that cannot run twice goes last).
 UPDATE {{locks}} AS l
 LEFT JOIN (SELECT q.owner, q.holder_id, q.ttl_ms FROM {{locks_queue}} AS q
            WHERE q.name = ? AND q.owner <> ? AND q.expires_at > UTC_TIMESTAMP(6)

@@ -399,7 +399,8 @@ class mysql_backend final : public backend {
   /// Run `f` on a lane's connection (caller holds the lane's mutex). A connection the server ended
   /// while idle is replaced before anything is sent. No answer by `deadline`: the socket is shut
   /// down, the connection dropped, connection_lost thrown (the next call reconnects). A deadlock
-  /// victim's one-statement transaction was rolled back whole, so it is run again.
+  /// victim's one-statement transaction was rolled back whole, so `f` is run again from its start:
+  /// every statement of `f` before the last must be one that can run twice (it committed already).
   template <class F>
   auto with_lane(lane_state& l, steady::time_point deadline, F&& f) -> decltype(f(std::declval<connection&>())) {
     if (l.conn && !l.conn->alive()) {
@@ -542,16 +543,24 @@ class mysql_backend final : public backend {
     return matched;
   }
 
-  // A fair holder's release: hand-over or free (fair_release.sql), then its ticket.
+  // A fair holder's release: its ticket first (queue_leave.sql), then hand-over or free
+  // (fair_release.sql). Two autocommit statements, and with_lane runs both again when either is a
+  // deadlock victim, so the one that cannot be repeated goes last: deleting a ticket again is a
+  // no-op, but a second fair_release after the first committed finds the row handed on and would
+  // report the lease lost (the DELETE and the UPDATE's reading of the queue take their row locks in
+  // opposite index orders, so they do deadlock under contention: CI's scenario 3 on MariaDB). The
+  // ticket gone first also means a waiter abandoning its call cannot be handed the lock between
+  // the two statements. Nothing reads the holder's own ticket meanwhile: queue_state.sql and
+  // queue_list.sql leave a live holder's ticket out, and fair_release.sql picks another owner's.
   bool fair_release_on(lane_state& l, connection& c, const release_request& req) {
     const value owner(req.lease.owner);
     const value token(req.lease.token);
     const bool ours = owns_wake_lock(l, req);
     count_statement();
+    c.execute(sql_.queue_leave, {owner}, "queue_leave", true);
+    count_statement();
     const bool matched = c.execute(sql_.fair_release, {req.lease.name, owner, req.lease.name, owner, token, token},
                                    "fair_release", true) > 0;
-    count_statement();
-    c.execute(sql_.queue_leave, {owner}, "queue_leave", true);
     if (ours) release_wake_lock(l, c, req.lease.name);
     if (matched && &l != &caller_) note_stale_wake_lock(req);
     return matched;

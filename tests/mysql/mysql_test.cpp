@@ -304,6 +304,90 @@ TEST(MysqlRowLock, ADeadlockIsRetryableAndRollsTheVictimBack) {
   EXPECT_EQ(codes_ok.load(), 1);
 }
 
+// ---- a fair release whose ticket DELETE is a deadlock victim ---------------------------------
+
+// CI's quick benchmark (scenario 3: 8 processes on one fair lock) died with "lease ... (token 13)
+// was lost" from a release that had in fact released. A fair release on MariaDB is two autocommit
+// statements, and a deadlock victim is run again from the first; the hand-over (fair_release.sql)
+// went first, so when the ticket DELETE after it was the victim, the rerun hand-over found the
+// row handed on and release() threw lease_lost. Here an application transaction makes that DELETE
+// the victim: it reads the holder's ticket in share mode and has written more than the DELETE (the
+// lighter transaction is rolled back), then asks for the ticket's index entry the DELETE locked.
+TEST(MysqlFair, AReleaseWhoseTicketDeleteIsADeadlockVictimStillReleasesTheLock) {
+  auto holder = make_client();
+  const std::string name = unique_name("fairdl");
+  auto g = holder.acquire_for(name, 10s, {.fair = true});
+  user_table heavy(40);
+  auto admin = admin_connection();
+  const std::string deadlocks_sql =
+      "SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM information_schema.GLOBAL_STATUS "
+      "WHERE VARIABLE_NAME = 'INNODB_DEADLOCKS'";
+  const std::int64_t deadlocks_before = scalar(*admin, deadlocks_sql);
+  auto tx = raw_connection(url(), false);
+  run(*tx, "UPDATE " + heavy.name() + " SET qty = qty + 1");  // 40 undo records: the heavier one
+  std::string owner;
+  {
+    std::unique_ptr<sql::PreparedStatement> ps(
+        tx->prepareStatement("SELECT owner FROM sqllock_locks_queue WHERE name = ? LOCK IN SHARE MODE"));
+    ps->setString(1, name);
+    std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+    ASSERT_TRUE(rs->next()) << "the fair holder has no ticket";
+    owner = rs->getString(1);
+  }
+  std::atomic<int> outcome{-1};  // 0 released, 1 lease_lost, 2 another error
+  std::string what;
+  std::thread releaser([&] {
+    try {
+      g.release();
+      outcome = 0;
+    } catch (const sqllock::lease_lost& e) {
+      what = e.what();
+      outcome = 1;
+    } catch (const std::exception& e) {
+      what = e.what();
+      outcome = 2;
+    }
+  });
+  // The release's ticket DELETE waits for tx's share lock on the ticket's row: a one-row DELETE
+  // still running after 200 ms (information_schema.INNODB_TRX of MariaDB 10.11 does not list this
+  // waiting autocommit statement; the deadlock counter below checks what happened).
+  bool waiting = false;
+  for (int i = 0; i < 500 && !waiting; ++i) {
+    waiting = scalar(*admin,
+                     "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE TIME_MS >= 200 "
+                     "AND INFO LIKE '%DELETE FROM `sqllock_locks_queue`%'") > 0;
+    if (!waiting) std::this_thread::sleep_for(10ms);
+  }
+  std::string tx_error;
+  if (waiting) {
+    try {
+      std::unique_ptr<sql::PreparedStatement> ps(
+          tx->prepareStatement("SELECT seq FROM sqllock_locks_queue WHERE owner = ? FOR UPDATE"));
+      ps->setString(1, owner);
+      std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+    } catch (const sql::SQLException& e) {
+      tx_error = std::to_string(e.getErrorCode()) + " " + e.what();
+    }
+  }
+  tx->rollback();  // the rerun DELETE, waiting for tx again, goes on
+  releaser.join();
+  ASSERT_TRUE(waiting) << "the release's ticket DELETE never waited for the application's transaction";
+  ASSERT_EQ(tx_error, "") << "the application's transaction, not the ticket DELETE, was the deadlock victim";
+  EXPECT_GE(scalar(*admin, deadlocks_sql), deadlocks_before + 1) << "no deadlock happened";
+  EXPECT_EQ(outcome.load(), 0) << what;
+  EXPECT_FALSE(g.owns());
+  EXPECT_FALSE(g.lost());
+  // Released for real: another client takes the lock at once, and no ticket is left behind.
+  auto other = make_client();
+  EXPECT_TRUE(other.try_acquire(name).has_value());
+  std::unique_ptr<sql::PreparedStatement> left(
+      admin->prepareStatement("SELECT COUNT(*) FROM sqllock_locks_queue WHERE name = ?"));
+  left->setString(1, name);
+  std::unique_ptr<sql::ResultSet> rs(left->executeQuery());
+  ASSERT_TRUE(rs->next());
+  EXPECT_EQ(rs->getInt64(1), 0);
+}
+
 // ---- the InnoDB trap -------------------------------------------------------------------------
 
 TEST(MysqlRowLock, ColumnsWithoutAUniqueLeadingIndexAreRefusedBeforeAnyLock) {

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <set>
 
 namespace sqllock::detail::pg {
 
@@ -18,10 +19,14 @@ std::string listen_sql(const char* verb, const std::string& channel) {
   return std::string(verb) + " \"" + channel + "\"";
 }
 
-// LISTEN and UNLISTEN answer at once unless the server is unreachable: bounded, so that a waiter
-// about to wait (or the thread) is never stuck in a partition; polling covers the gap.
-void listen_until(PGconn* c, const char* verb, const std::string& channel) {
-  exec_simple_until(c, listen_sql(verb, channel), "listen", std::chrono::steady_clock::now() + std::chrono::seconds(2));
+// LISTEN answers at once unless the server is unreachable: bounded, so that a waiter about to
+// wait (or the thread) is never stuck in a partition; polling covers the gap. `unlisten`: channels
+// nobody watches any more, dropped in the same round trip.
+void listen_until(PGconn* c, const char* verb, const std::string& channel, const std::set<std::string>& unlisten = {}) {
+  std::string sql;
+  for (const auto& ch : unlisten) sql += listen_sql("UNLISTEN", ch) + "; ";
+  sql += listen_sql(verb, channel);
+  exec_simple_until(c, sql, "listen", std::chrono::steady_clock::now() + std::chrono::seconds(2));
 }
 
 }  // namespace
@@ -80,8 +85,11 @@ bool waker::watch(const std::string& name, const std::string& channel) noexcept 
     ++names_[name];
     if (channels_[channel]++ == 0) {
       if (conn_ && !idle_connection_alive(conn_.get())) drain_notifies_locked(pending_);
-      if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
+      if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK && stale_.erase(channel) > 0) {
+        // Still listened to since its last watcher left: nothing to send.
+      } else if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
         conn_.reset();
+        stale_.clear();
         try {
           // Bounded: the caller is a waiter about to wait; polling covers a slow server.
           conn_ = connect(target_, &options_, std::chrono::milliseconds(2000));
@@ -95,10 +103,12 @@ bool waker::watch(const std::string& name, const std::string& channel) noexcept 
         }
       } else {
         try {
-          listen_until(conn_.get(), "LISTEN", channel);
+          listen_until(conn_.get(), "LISTEN", channel, stale_);
+          stale_.clear();
         } catch (const std::exception& e) {
           log_message(options_, log_level::warning, e.what());
           conn_.reset();  // its protocol state is unknown; the thread reconnects and listens again
+          stale_.clear();
         }
       }
       drain_notifies_locked(pending_);
@@ -120,15 +130,11 @@ void waker::unwatch(const std::string& name, const std::string& channel) noexcep
     if (it == channels_.end()) return;
     if (--it->second > 0) return;
     channels_.erase(it);
-    if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) {
-      try {
-        listen_until(conn_.get(), "UNLISTEN", channel);
-      } catch (const std::exception& e) {
-        log_message(options_, log_level::debug, e.what());
-        conn_.reset();
-      }
-      drain_notifies_locked(pending_);
-    }
+    // No statement here: unwatch() runs when a wait ends, often at its deadline, and an UNLISTEN
+    // into a partition would hold the caller up to 2 s past it (a 3 s wait returned after 5.25 s).
+    // The channel stays listened to until the next LISTEN drops it in the same round trip (or the
+    // connection is replaced); its notifications meanwhile wake no one, as nobody waits on it.
+    if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) stale_.insert(channel);
   } catch (...) {
   }
   poke();
@@ -159,6 +165,7 @@ void waker::run() {
         std::lock_guard lock(mutex_);
         for (const auto& [ch, count] : channels_) listen_until(fresh.get(), "LISTEN", ch);
         conn_ = std::move(fresh);
+        stale_.clear();
         // Releases may have happened while we were not listening: let every waiter look again.
         for (const auto& [n, count] : names_) wakes.push_back(n);
         backoff = 100ms;
@@ -198,6 +205,7 @@ void waker::run() {
           log_message(options_, log_level::info, "postgresql: the notification connection was lost; reconnecting");
           drain_notifies_locked(wakes);
           conn_.reset();
+          stale_.clear();
         } else {
           drain_notifies_locked(wakes);
         }

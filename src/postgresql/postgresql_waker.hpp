@@ -4,6 +4,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -26,7 +27,8 @@ class waker {
   /// unless the server is unreachable (then the thread keeps retrying and polling covers it).
   /// Returns whether the connection is listening. Never throws.
   bool watch(const std::string& name, const std::string& channel) noexcept;
-  /// Stop listening once the last watcher of `channel` is gone. Never throws.
+  /// Stop listening once the last watcher of `channel` is gone: no statement, the UNLISTEN goes
+  /// with the next LISTEN (never blocks on the network). Never throws.
   void unwatch(const std::string& name, const std::string& channel) noexcept;
 
  private:
@@ -40,11 +42,12 @@ class waker {
   conn_target target_;
   client_options options_;
 
-  std::mutex mutex_;  // conn_, channels_, names_, pending_
+  std::mutex mutex_;  // conn_, channels_, names_, pending_, stale_
   conn_ptr conn_;
   std::map<std::string, int> channels_;
   std::map<std::string, int> names_;
   std::vector<std::string> pending_;  // notifications read by watch()/unwatch(), for the thread
+  std::set<std::string> stale_;       // channels conn_ still listens to that nobody watches
 
   std::mutex sink_mutex_;
   wake_sink* sink_ = nullptr;

@@ -15,13 +15,7 @@
 -- by the ON CONFLICT WHERE (the fence then advanced for nothing: a token skipped, never reused).
 -- This very owner's live row (the same acquire sent again after a lost answer) keeps its token.
 -- Columns: acquired, token, holder_id, ms_left.
-WITH epoch AS (
-  SELECT greatest(1, (('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint - 1) << 40)
-         AS first_token
-), durable AS (
-  SELECT CASE WHEN current_setting('synchronous_commit') IN ('off', 'local', 'remote_write')
-              THEN set_config('synchronous_commit', 'on', true) END AS sync
-), prev AS (
+WITH {{part:epoch}}, {{part:durable}}, prev AS (
   SELECT holder_id, owner, expires_at FROM {{locks}} WHERE name = $1
 ), fence AS (
   INSERT INTO {{locks}} AS f (name, holder_id, owner, token, hold_count, acquired_at, expires_at)

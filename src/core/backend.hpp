@@ -46,8 +46,8 @@ struct acquire_request {
   /// the fence row before the lease row), so readers and writers of a name share one increasing
   /// sequence. A fence row that does not exist yet starts above every token in
   /// [fence_lo, fence_hi) (the name's rows from before it). Empty: token + 1 of the row itself.
-  std::string fence;
-  std::string fence_lo, fence_hi;
+  std::string fence{};
+  std::string fence_lo{}, fence_hi{};
 };
 
 /// What the acquire statement found.

@@ -404,7 +404,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       if (book_.holds_name(row)) continue;  // a permit of this client: never re-entered
       flush_outbox_of(row, options.ttl, bounded, deadline);
       const auto t0 = steady::now();
-      acquire_request req{row, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline), {}, {}, {}};
+      acquire_request req{row, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
       acquire_outcome got;
       try {
         got = db_->acquire(req);
@@ -537,8 +537,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     }
     flush_outbox_of(name, options.ttl, bounded, deadline);
     const auto t1 = steady::now();
-    last = db_->acquire(
-        {name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline), {}, {}, {}});
+    last = db_->acquire({name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)});
     if (!last.acquired) return nullptr;
     auto h = book_.add({name, owner, last.token}, label_, scope, t1, options, self);
     done = true;

@@ -266,8 +266,10 @@ class SQLLOCK_EXPORT client {
   /// Reader-writer leases (Curator InterProcessReadWriteLock): many readers or one writer of `name`,
   /// with writer preference. Each read hold and each write hold is a lease of its own, exactly like a
   /// lock's (expiry on the database clock, the watchdog, lost(), on_lost, release()) with its own
-  /// fencing token; on_lost receives the lock-row name. The writer's token grows strictly over the
-  /// writers of `name`. The writer and the readers are lock rows under names longer than 255 bytes,
+  /// fencing token; on_lost receives the lock-row name. Readers and writers of `name` share one
+  /// fencing sequence (a holder-less fence row that every acquisition advances): each acquisition,
+  /// read or write, gets a token above every token `name` had before. The writer and the readers
+  /// are lock rows under names longer than 255 bytes,
   /// so the read/write lock of `name` and the plain lock `name` are distinct (do not mix them on
   /// one resource; `sqllock run` refuses to).
   ///

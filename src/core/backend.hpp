@@ -41,12 +41,20 @@ struct acquire_request {
   /// No answer by then: the backend gives up (closing the connection) and throws connection_lost;
   /// the statement may or may not have committed.
   steady::time_point deadline;
+  /// A reader-writer row (rw_name.hpp): the name's fence row. Not empty: a new acquisition's token
+  /// is the fence row's token after the same statement or transaction advanced it by one (locking
+  /// the fence row before the lease row), so readers and writers of a name share one increasing
+  /// sequence. A fence row that does not exist yet starts above every token in
+  /// [fence_lo, fence_hi) (the name's rows from before it). Empty: token + 1 of the row itself.
+  std::string fence{};
+  std::string fence_lo{}, fence_hi{};
 };
 
 /// What the acquire statement found.
 /// - The row was free, expired, or already this very owner's live acquisition (a retry of the same
 ///   acquire call after a lost answer): acquired, with the token (a new acquisition: the previous
-///   token + 1; the same owner's live row: its token unchanged).
+///   token + 1, or the advanced fence of a reader-writer row; the same owner's live row: its token
+///   unchanged).
 /// - Someone else holds a live lease: not acquired, with their label and time left.
 /// The lock table keeps no hold counts: re-entry is the client's bookkeeping, never the database's.
 struct acquire_outcome {

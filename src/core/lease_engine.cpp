@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <tuple>
 
 namespace sqllock::detail {
 
@@ -195,7 +196,7 @@ std::shared_ptr<lease_state> lease_engine::acquire(std::string_view name_view, c
 std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, const std::string& display,
                                                        const std::string& what, const lease_options& options,
                                                        std::optional<milliseconds> timeout, std::stop_token stop,
-                                                       bool throw_on_timeout) {
+                                                       bool throw_on_timeout, const std::string& rw_of) {
   validate_ttl(options.ttl);
   if (options.max_hold.count() < 0 || options.min_hold.count() < 0) {
     throw invalid_argument("lease_options: max_hold and min_hold must not be negative");
@@ -228,6 +229,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
   if (options.fair) return acquire_fair(name, options, timeout, std::move(stop), throw_on_timeout, start, deadline, scope);
 
   const std::string owner = next_owner();
+  std::string fence, fence_lo, fence_hi;
+  if (!rw_of.empty()) {
+    fence = rw_fence_row(rw_of);
+    std::tie(fence_lo, fence_hi) = rw_rows_range(rw_of);
+  }
   acquire_outcome last;
   lost_try lost;
   bool unknown = false;  // an attempt got no answer: it may have acquired the lease
@@ -259,7 +265,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     }
     flush_outbox_of(name, options.ttl, bounded, deadline);
     const auto t0 = steady::now();
-    acquire_request req{name, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
+    acquire_request req{name,  label_,   owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline),
+                        fence, fence_lo, fence_hi};
     try {
       last = db_->acquire(req);
     } catch (const connection_lost& e) {
@@ -710,7 +717,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
 
   std::shared_ptr<lease_state> w;
   try {
-    w = acquire_row(wrow, name, what, options, timeout, stop, throw_on_timeout);
+    w = acquire_row(wrow, name, what, options, timeout, stop, throw_on_timeout, name);
   } catch (const cancelled&) {
     throw cancelled("acquire of " + what + " cancelled");
   }
@@ -831,7 +838,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
         }
       }
       if (take) {
-        auto h = acquire_row(rrow, name, what, options, remaining(timeout, deadline), stop, throw_on_timeout);
+        auto h = acquire_row(rrow, name, what, options, remaining(timeout, deadline), stop, throw_on_timeout, name);
         if (!h) return nullptr;
         h->rw_name = name;
         h->rw_side = 'r';

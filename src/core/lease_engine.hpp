@@ -102,11 +102,12 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   void flush_outbox_of(const std::string& row, std::chrono::milliseconds ttl, bool bounded,
                        steady::time_point deadline);
   /// acquire() on a lock-table row name already validated or derived (`display`: the user's name
-  /// for acquire_timeout; `what`: how messages name it).
+  /// for acquire_timeout; `what`: how messages name it). `rw_of`: the reader-writer name whose
+  /// writer or reader row `row` is (its token then comes from the name's fence row).
   std::shared_ptr<lease_state> acquire_row(const std::string& row, const std::string& display, const std::string& what,
                                            const lease_options& options,
                                            std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
-                                           bool throw_on_timeout);
+                                           bool throw_on_timeout, const std::string& rw_of = {});
   /// Release a hold whose acquire is being abandoned; a failure is logged (an unanswered release is
   /// re-sent by the outbox, and the lease expires by its TTL in any case).
   void release_quietly(lease_state& hold) noexcept;

@@ -15,6 +15,8 @@ std::string base(std::string_view name) { return derived_base(prefix, name); }
 
 std::string rw_writer_row(std::string_view name) { return derived_padded(base(name) + ".writer"); }
 
+std::string rw_fence_row(std::string_view name) { return derived_padded(base(name) + ".fence"); }
+
 std::string rw_reader_row(std::string_view name, std::string_view client_nonce, std::uint64_t scope) {
   // Fixed width, so that every reader row of one name has the same length (none is a prefix of
   // another: the writer's drain can look on either side of its own reader row).

@@ -21,6 +21,12 @@ std::string rw_writer_row(std::string_view name);
 /// <nonce>.<scope>", padded to 256 bytes. At most 255 + 80 bytes (the lock table takes 511).
 std::string rw_reader_row(std::string_view name, std::string_view client_nonce, std::uint64_t scope);
 
+/// The fence row of `name`: "sqllock.rwlock.<bytes of L>.<L>.fence", padded to 256 bytes. Never a
+/// lease (no holder): its token is the one fencing counter of the name, which every acquisition of
+/// the read or the write lock advances and takes its token from, so each gets a token above every
+/// token the name had before (DESIGN.md, Safety). It lies in rw_rows_range, outside rw_reader_range.
+std::string rw_fence_row(std::string_view name);
+
 /// The range [lo, hi) holding every reader row of `name` and nothing else (bytewise order).
 std::pair<std::string, std::string> rw_reader_range(std::string_view name);
 

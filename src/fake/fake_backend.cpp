@@ -108,7 +108,22 @@ acquire_outcome fake_backend::acquire(const acquire_request& req) {
     const bool free = r.holder.empty() || r.expires_at <= now;
     const bool same = !r.holder.empty() && r.owner == req.owner && r.expires_at > now;
     if (fresh || free || same) {
-      if (!same) {
+      if (!same && !req.fence.empty()) {
+        // The name's fence (a row without holder): created above every token of the name's rows,
+        // else advanced by one; the acquisition takes its value.
+        auto f = db_->rows.find(req.fence);
+        if (f == db_->rows.end()) {
+          std::int64_t top = 0;
+          for (auto i = db_->rows.lower_bound(req.fence_lo); i != db_->rows.end() && i->first < req.fence_hi; ++i) {
+            top = std::max(top, i->second.token);
+          }
+          f = db_->rows.try_emplace(req.fence).first;
+          f->second.token = top;
+        }
+        r.token = ++f->second.token;
+        r.acquired_at = now;
+        r.expires_at = now + req.ttl;
+      } else if (!same) {
         r.token = fresh ? 1 : r.token + 1;
         r.acquired_at = now;
         r.expires_at = now + req.ttl;

@@ -43,6 +43,13 @@ struct statement_set {
       : acquire(statement_text("lease_acquire", table)),
         acquire_plain(statement_text("lease_acquire_no_returning", table)),
         acquire_result(statement_text("lease_acquire_result", table)),
+        acquire_fenced(statement_text("lease_acquire_fenced", table)),
+        acquire_fenced_plain(statement_text("lease_acquire_fenced_no_returning", table)),
+        fence_advance(statement_text("fence_advance", table)),
+        fence_advance_plain(statement_text("fence_advance_no_returning", table)),
+        fence_read(statement_text("fence_read", table)),
+        fence_floor(statement_text("fence_floor", table)),
+        fence_lift(statement_text("fence_lift", table)),
         renew(statement_text("lease_renew", table)),
         renew_check(statement_text("lease_renew_check", table)),
         release(statement_text("lease_release", table)),
@@ -68,7 +75,8 @@ struct statement_set {
         migrate_unlock(statement_text("migrate_unlock", table)),
         time_zone(statement_text("session_time_zone", table)),
         sync_wait(statement_text("session_sync_wait", table)) {}
-  std::string acquire, acquire_plain, acquire_result, renew, renew_check, release, release_plain, force_release,
+  std::string acquire, acquire_plain, acquire_result, acquire_fenced, acquire_fenced_plain, fence_advance,
+      fence_advance_plain, fence_read, fence_floor, fence_lift, renew, renew_check, release, release_plain, force_release,
       inspect, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
       queue_list, fair_release, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
       migrate_unlock, time_zone, sync_wait;
@@ -190,6 +198,7 @@ class mysql_backend final : public backend {
     if (!lock.try_lock_until(req.deadline)) return {};  // the connection stayed busy: not acquired now
     try {
       return with_lane(caller_, req.deadline, [&](connection& c) {
+        if (!req.fence.empty()) return acquire_fenced_on(c, req, us);
         return returning_ ? acquire_returning(c, req, us) : acquire_plain(c, req, us);
       });
     } catch (const deadlock_detected&) {
@@ -468,6 +477,76 @@ class mysql_backend final : public backend {
       got = w.empty() ? std::nullopt : w[0][0];
     }
     return outcome_of(r[0], req, got);
+  }
+
+  /// A reader-writer row: one transaction advances the name's fence (locking it first) and takes
+  /// its value as the new token; committed only when the row was acquired (a refused attempt leaves
+  /// nothing behind, no commit to flush).
+  acquire_outcome acquire_fenced_on(connection& c, const acquire_request& req, std::int64_t us) {
+    c.run_simple("START TRANSACTION", "lease_acquire");
+    try {
+      std::int64_t token = 0;
+      count_statement();
+      if (returning_) {
+        result_rows r = c.query(sql_.fence_advance, {req.fence}, "fence_advance", true);
+        if (!r.empty()) token = to_int(r[0][0]);
+      } else {
+        c.execute(sql_.fence_advance_plain, {req.fence}, "fence_advance", true);
+        count_statement();
+        result_rows r = c.query(sql_.fence_read, {req.fence}, "fence_advance", true);
+        if (!r.empty()) token = to_int(r[0][0]);
+      }
+      if (token < 1) {
+        throw database_error("mysql fence_advance: no token returned", std::string(backend_name), "", "fence_advance");
+      }
+      if (token == 1) {
+        // Created by this transaction: start above the name's rows from before fences existed.
+        count_statement();
+        result_rows r = c.query(sql_.fence_floor, {req.fence_lo, req.fence_hi, req.fence}, "fence_advance", true);
+        const std::int64_t floor = r.empty() ? 0 : to_int(r[0][0]);
+        if (floor > token) {
+          count_statement();
+          c.execute(sql_.fence_lift, {floor, req.fence}, "fence_advance", true);
+          token = floor;
+        }
+      }
+      acquire_outcome out;
+      if (returning_) {
+        const bool want = options_.notifications && !galera_ && !caller_.wake_locks.count(req.name);
+        count_statement();
+        result_rows r = c.query(sql_.acquire_fenced,
+                                {req.name, req.holder, req.owner, token, us, req.owner, req.owner,
+                                 static_cast<std::int64_t>(want ? 1 : 0), waker::key(scope_, req.name)},
+                                "lease_acquire", true);
+        if (r.empty() || r[0].size() < 5) {
+          throw database_error("mysql lease_acquire: no row returned", std::string(backend_name), "", "lease_acquire");
+        }
+        out = outcome_of(r[0], req, want ? r[0][4] : std::optional<std::string>("1"));
+      } else {
+        count_statement();
+        c.execute(sql_.acquire_fenced_plain, {req.name, req.holder, req.owner, token, us}, "lease_acquire", true);
+        count_statement();
+        result_rows r = c.query(sql_.acquire_result, {req.owner, req.name}, "lease_acquire", true);
+        if (r.empty()) throw database_error("mysql lease_acquire: no row", std::string(backend_name), "", "lease_acquire");
+        std::optional<std::string> got("1");
+        if (truthy(r[0][0]) && options_.notifications && !galera_ && !caller_.wake_locks.count(req.name)) {
+          count_statement();
+          result_rows w = c.query(sql_.wake_take, {waker::key(scope_, req.name)}, "wake_lock_take");
+          got = w.empty() ? std::nullopt : w[0][0];
+        }
+        out = outcome_of(r[0], req, got);
+      }
+      c.run_simple(out.acquired ? "COMMIT" : "ROLLBACK", "lease_acquire");
+      return out;
+    } catch (...) {
+      if (!c.broken()) {
+        try {
+          c.run_simple("ROLLBACK", "lease_acquire");
+        } catch (...) {
+        }
+      }
+      throw;
+    }
   }
 
   acquire_outcome outcome_of(const result_row& row, const acquire_request& req,

@@ -161,6 +161,7 @@ class postgresql_backend final : public backend {
         target_{driver_uri(config.url), config.url.redacted(), config.url, connect_timeout_of(config.url), true},
         table_(config.options.table),
         acquire_(load("lease_acquire", table_)),
+        acquire_fenced_(load("lease_acquire_fenced", table_)),
         renew_(load("lease_renew", table_)),
         release_(load("lease_release", table_)),
         force_release_(load("lease_force_release", table_)),
@@ -244,7 +245,12 @@ class postgresql_backend final : public backend {
     std::unique_lock lock(caller_mutex_, std::defer_lock);
     if (!lock.try_lock_until(req.deadline)) return {};  // the connection stayed busy: not acquired now
     count_statement();
-    auto r = caller_.run(acquire_, {req.name, req.holder, req.owner, std::to_string(req.ttl.count())}, req.deadline);
+    auto r = req.fence.empty()
+                 ? caller_.run(acquire_, {req.name, req.holder, req.owner, std::to_string(req.ttl.count())}, req.deadline)
+                 : caller_.run(acquire_fenced_,
+                               {req.name, req.holder, req.owner, std::to_string(req.ttl.count()), req.fence,
+                                req.fence_lo, req.fence_hi},
+                               req.deadline);
     acquire_outcome out;
     if (PQntuples(r.get()) == 0) return out;  // the row changed between the snapshot and the conflict check
     if (field_text(r.get(), 0, 0) == "t") {
@@ -522,7 +528,7 @@ class postgresql_backend final : public backend {
   client_options options_;
   conn_target target_;
   std::string table_;
-  statement acquire_, renew_, release_, force_release_, inspect_, list_, live_range_, semaphore_register_, semaphore_permits_,
+  statement acquire_, acquire_fenced_, renew_, release_, force_release_, inspect_, list_, live_range_, semaphore_register_, semaphore_permits_,
       queue_poll_, queue_state_, queue_leave_, queue_list_, fair_release_,
       schema_tables_, schema_version_, migrate_lock_, migrate_record_;
 

@@ -107,16 +107,20 @@ class sqlite_backend final : public backend {
     acquire_outcome out;
     const auto busy = std::min(acquire_busy_ms, time_until(req.deadline, std::chrono::milliseconds(1)).count());
     try {
-      busy_timeout_scope scope(caller_.db.get(), busy);
-      statement_run run = lease_statement(caller_, "lease_acquire");
-      run.bind(1, req.name);
-      run.bind(2, req.holder);
-      run.bind(3, req.owner);
-      run.bind(4, std::int64_t{req.ttl.count()});
-      count_statement();
-      if (run.step(true)) {
-        out.acquired = true;
-        out.token = run.int_at(0);
+      if (!req.fence.empty()) {
+        out = acquire_fenced(req, busy);
+      } else {
+        busy_timeout_scope scope(caller_.db.get(), busy);
+        statement_run run = lease_statement(caller_, "lease_acquire");
+        run.bind(1, req.name);
+        run.bind(2, req.holder);
+        run.bind(3, req.owner);
+        run.bind(4, std::int64_t{req.ttl.count()});
+        count_statement();
+        if (run.step(true)) {
+          out.acquired = true;
+          out.token = run.int_at(0);
+        }
       }
     } catch (const lock_not_available&) {
       // Another connection holds the write lock: not acquired now. A WAL reader is never blocked
@@ -374,6 +378,44 @@ class sqlite_backend final : public backend {
   }
 
   // A cached prepared lease statement, ready to bind. Called with the lane's mutex held.
+  /// A reader-writer row: advance the name's fence and take its value, in one write transaction
+  /// (committed only when the row was acquired, so a refused attempt writes nothing).
+  acquire_outcome acquire_fenced(const acquire_request& req, std::int64_t busy) {
+    acquire_outcome out;
+    sqlite3* db = caller_.db.get();
+    if (begin_immediate(db, busy) != SQLITE_OK) return out;  // write-locked by another connection: not now
+    try {
+      std::int64_t token = 0;
+      {
+        statement_run run = lease_statement(caller_, "fence_advance");
+        run.bind(1, req.fence);
+        run.bind(2, req.fence_lo);
+        run.bind(3, req.fence_hi);
+        count_statement();
+        if (!run.step(true)) throw database_error("sqlite fence_advance: no row returned", std::string(kind_name), "", "fence_advance");
+        token = run.int_at(0);
+      }
+      {
+        statement_run run = lease_statement(caller_, "lease_acquire_fenced");
+        run.bind(1, req.name);
+        run.bind(2, req.holder);
+        run.bind(3, req.owner);
+        run.bind(4, std::int64_t{req.ttl.count()});
+        run.bind(5, token);
+        count_statement();
+        if (run.step(true)) {
+          out.acquired = true;
+          out.token = run.int_at(0);
+        }
+      }
+      exec(db, out.acquired ? "COMMIT" : "ROLLBACK", "lease_acquire");
+    } catch (...) {
+      sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    return out;
+  }
+
   statement_run lease_statement(lane_connection& l, const char* name) {
     auto it = l.statements.find(name);
     if (it == l.statements.end()) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "conformance/fixture.hpp"
+#include "core/rw_name.hpp"
 
 using namespace std::chrono_literals;
 using namespace sqllock_test;
@@ -294,6 +295,94 @@ TEST(ReadWrite, WriterThatGivesUpLeavesNothingHeld) {
   EXPECT_TRUE(other.try_acquire_read(name)) << "a cancelled writer left its row held";
   read.release();
   EXPECT_TRUE(other.try_acquire_write(name));
+}
+
+// One fencing sequence per name (DESIGN.md, Safety): every acquisition of the name, read or write,
+// by any client or scope, after a release, a downgrade or an expired lease, gets a token strictly
+// greater than every token the name had before. Tokens are recorded in grant order.
+TEST(ReadWrite, EveryAcquisitionOfTheNameGetsAGreaterToken) {
+  const auto name = unique_name("rw_fence");
+  std::vector<std::pair<std::string, std::int64_t>> grants;  // (who, token) in grant order
+  auto grant = [&](const std::string& who, const sqllock::lease_guard& g) {
+    grants.emplace_back(who, g.fencing_token());
+  };
+  auto c1 = make_client(), c2 = make_client();
+  {
+    auto r = c1.acquire_read_for(name, 5s);  // reader A, client 1
+    grant("read c1", r);
+  }
+  {
+    auto w = c2.acquire_write_for(name, 5s);  // a writer of another client
+    grant("write c2", w);
+  }
+  {
+    auto c3 = make_client();  // a client that never read this name
+    auto r = c3.acquire_read_for(name, 5s);
+    grant("read new client c3", r);
+  }
+  {
+    // Interleaved readers of several clients, all held at once.
+    std::vector<sqllock::client> cs;
+    std::vector<sqllock::lease_guard> held;
+    for (int i = 0; i < 4; ++i) {
+      cs.push_back(make_client());
+      held.push_back(cs.back().acquire_read_for(name, 5s));
+      grant("read held c" + std::to_string(4 + i), held.back());
+      held.push_back(c1.acquire_read_for(name, 5s));  // client 1 again, beside them (re-entered after the first)
+      if (i == 0) grant("read c1 again", held.back());
+    }
+  }
+  {
+    // Downgrade: the writer takes the read lock while it holds the write lock.
+    auto w = c1.acquire_write_for(name, 5s);
+    grant("write c1", w);
+    auto r = c1.acquire_read_for(name, 5s);
+    grant("read c1 (downgrade)", r);
+    w.release();
+  }
+  {
+    // A read lease that expires unrenewed; the same holder reads again, then a writer comes.
+    auto dead = c2.acquire_read_for(name, 5s, {.ttl = 300ms, .auto_renew = false});
+    grant("read c2 (left to expire)", dead);
+    std::this_thread::sleep_for(600ms);
+    auto r = c2.acquire_read_for(name, 5s);
+    grant("read c2 after expiry", r);
+  }
+  {
+    auto w = c2.acquire_write_for(name, 5s);
+    grant("write c2 again", w);
+  }
+  std::string log;
+  for (const auto& [who, token] : grants) log += "  " + who + ": " + std::to_string(token) + "\n";
+  for (std::size_t i = 1; i < grants.size(); ++i) {
+    EXPECT_GT(grants[i].second, grants[i - 1].second)
+        << grants[i].first << " got token " << grants[i].second << ", not above " << grants[i - 1].first
+        << "'s " << grants[i - 1].second << "; grants in order:\n"
+        << log;
+  }
+}
+
+// A reader-writer name used before its fence row existed (an older sqllock: every row its own
+// sequence) keeps growing: the fence starts above every token of the name's rows.
+TEST(ReadWrite, TokensGrowPastRowsFromBeforeTheFence) {
+  const auto table = unique_name("rw_old");
+  auto c = make_client({.table = table, .require_schema = false});
+  c.migrate();
+  const auto name = unique_name("rw_old_name");
+  {
+    auto tx = c.begin();
+    const std::string insert = "INSERT INTO " + table + " (name, token, hold_count) VALUES (?, ?, 0)";
+    tx.execute(insert, {sqllock::detail::rw_writer_row(name), std::int64_t{1000}});
+    tx.execute(insert, {sqllock::detail::rw_reader_row(name, std::string(32, 'a'), 7), std::int64_t{2000}});
+    tx.commit();
+  }
+  auto other = make_client({.table = table});
+  auto r = other.acquire_read_for(name, 5s);
+  EXPECT_GT(r.fencing_token(), 2000) << "a reader of a name used before came in below its old reader's token";
+  const auto rt = r.fencing_token();
+  r.release();
+  auto w = c.acquire_write_for(name, 5s);
+  EXPECT_GT(w.fencing_token(), rt) << "the writer's token is not above the reader's before it";
 }
 
 TEST(ReadWrite, BadInputIsRefused) {

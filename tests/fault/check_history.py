@@ -21,7 +21,8 @@ The history file, tab-separated lines, in this order (times: CLOCK_MONOTONIC mic
 
 Checks (see tests/fault/README.md, "Checking"): critical sections of different loops never overlap
 per name (late_loss_report when the earlier holder was told of its loss only afterwards); no token
-handed out twice; semaphores never over capacity; guarded writes never commit after a takeover; a
+handed out twice, and a reader-writer lease's tokens (readers and writers alike) increase in grant
+order; semaphores never over capacity; guarded writes never commit after a takeover; a
 cancelled wait or a failed multi-lock set leaves no lease behind; an acknowledged release is never
 undone by a renewal racing it; fair leases are granted in ticket order, with increasing tokens,
 within their wait bound.
@@ -214,7 +215,7 @@ class Checker:
         per_proc = self.per_proc
         css = self.critical_sections(per_proc)
         self.hist = dict(critical_sections=len(css), overlap=0, late_loss_report=0, token_reused=0,
-                         excused_paused=0, guarded_writes=0, stale_guarded_write=0, rw_read_overlaps=0, rw_write_token_order=0,
+                         excused_paused=0, guarded_writes=0, stale_guarded_write=0, rw_read_overlaps=0, rw_token_order=0,
                          rw_holds=sum(cs["start"]["detail"] in ("read", "write") for cs in css))
         self.check_guarded_writes(per_proc)
         stops = [ev for ev in self.events if ev["kind"] == "stop"]
@@ -250,33 +251,40 @@ class Checker:
             seen = {}
             for y in lst:
                 x = seen.get(y["token"])
-                if x and "read" in (x["start"]["detail"], y["start"]["detail"]):
-                    # A reader-writer lease counts tokens per row: the write row, and each reader's
-                    # slot row its own (seen: reader token 1, later writer token 1). Only writers
-                    # are compared (below, and here among themselves).
-                    continue
                 if x:
                     self.hist["token_reused"] += 1
                     self.v.add("token_reused", f"{name}: token {y['token']} handed out to worker {x['index']} at +0 "
                                                f"and again to worker {y['index']} at +{(y['s'] - x['s']) / 1000:.3f} ms:" +
                                self.window(per_proc, name, x, x["e"], y))
-                elif y["start"]["detail"] != "read" or y["token"] not in seen:
+                else:
                     seen[y["token"]] = y
-            # Writers of a reader-writer lease: tokens strictly increase in grant order.
-            last_w = None
-            for y in lst:
-                if y["start"]["detail"] != "write":
-                    continue
-                if last_w and y["token"] <= last_w["token"]:
-                    self.hist["rw_write_token_order"] += 1
-                    self.v.add("rw_write_token_order", f"{name}: writer token {y['token']} granted after writer token "
-                                                       f"{last_w['token']}:" + self.window(per_proc, name, last_w,
-                                                                                          last_w["e"], y))
-                last_w = y
+            self.check_rw_token_order(per_proc, name, lst)
         if getattr(self, "permits", 0):
             self.check_semaphores(per_proc, css, stops)
         self.check_after_checks(per_proc)
         self.check_fair(per_proc)
+
+    def check_rw_token_order(self, per_proc, name, lst):
+        """A reader-writer lease has one fencing sequence per name, readers and writers alike: a hold
+        whose acquire was invoked after another hold's acquire was acknowledged has the greater
+        token (holds acquired concurrently may be granted in either order)."""
+        rw = [c for c in lst if c["start"]["detail"] in ("read", "write")]
+        if not rw:
+            return
+        by_ok = sorted(rw, key=lambda c: c["s"])
+        i, top = 0, None  # top: the hold with the greatest token acknowledged so far
+        for y in sorted(rw, key=lambda c: c["t_inv"]):
+            while i < len(by_ok) and by_ok[i]["s"] < y["t_inv"]:
+                if top is None or by_ok[i]["token"] > top["token"]:
+                    top = by_ok[i]
+                i += 1
+            if top is not None and y["token"] <= top["token"]:
+                self.hist["rw_token_order"] += 1
+                self.v.add("rw_token_order", f"{name}: {y['start']['detail']} token {y['token']} (worker {y['index']}, "
+                                             f"invoked at +{(y['t_inv'] - top['s']) / 1000:.3f} ms) not above "
+                                             f"{top['start']['detail']} token {top['token']} (worker {top['index']}) "
+                                             f"acknowledged before it at +0:" +
+                           self.window(per_proc, name, top, top["e"], y))
 
     def check_after_checks(self, per_proc):
         """The `check` records (inspect() of the lock row) after a cancelled wait and after an

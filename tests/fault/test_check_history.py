@@ -169,6 +169,53 @@ class FairLeaseRules(unittest.TestCase):
                 self.assertEqual(check_history.main([path, "--json"]), 1)
 
 
+class ReaderWriterTokens(unittest.TestCase):
+    """A reader-writer lease has one fencing sequence per name, readers included (issue 16)."""
+
+    @staticmethod
+    def hold(h, p, name, t_inv, t_ok, token, mode, hold_ms=50):
+        h.op(p, t_inv, "invoke", "acquire", name, 0, f"ttl=2000,{mode}")
+        h.op(p, t_ok, "ok", "acquire", name, token, mode)
+        h.op(p, t_ok + hold_ms, "invoke", "release", name, token, mode)
+        h.op(p, t_ok + hold_ms + 1, "ok", "release", name, token, mode)
+
+    def test_a_reader_then_a_writer_with_the_same_token_is_flagged(self):
+        # Seen on SQLite before the fix: a reader got token 1, a later writer token 1 too.
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        self.hold(h, x, "f_rw0", 0, 5, 1, "read")
+        self.hold(h, y, "f_rw0", 200, 205, 1, "write")
+        c = h.check()
+        self.assertEqual(sorted(k for k, _ in c.v.items), ["rw_token_order", "token_reused"], c.v.items)
+
+    def test_a_new_readers_smaller_token_after_a_writer_is_flagged(self):
+        h = History()
+        x, y, z = h.loop(101), h.loop(102), h.loop(103)
+        self.hold(h, x, "f_rw0", 0, 5, 1, "read")
+        self.hold(h, y, "f_rw0", 100, 105, 2, "write")
+        self.hold(h, z, "f_rw0", 300, 305, 1, "read")  # a new client's reader row starts at 1 again
+        c = h.check()
+        self.assertEqual(c.hist["rw_token_order"], 1, c.v.items)
+        self.assertEqual(c.hist["token_reused"], 1, c.v.items)
+
+    def test_readers_acquired_concurrently_may_be_granted_in_either_order(self):
+        h = History()
+        x, y, z = h.loop(101), h.loop(102), h.loop(103)
+        self.hold(h, x, "f_rw0", 0, 30, 5, "read", hold_ms=200)
+        self.hold(h, y, "f_rw0", 10, 20, 6, "read", hold_ms=200)  # invoked before x's ok: unordered
+        self.hold(h, z, "f_rw0", 400, 405, 7, "write")
+        c = h.check()
+        self.assertEqual(c.v.count(), 0, c.v.items)
+        self.assertEqual(c.hist["rw_read_overlaps"], 1)
+
+    def test_plain_names_are_not_held_to_it(self):
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        self.hold(h, x, "f_lock0", 0, 5, 4, "hold=1")
+        self.hold(h, y, "f_lock0", 200, 205, 3, "hold=1")
+        self.assertEqual(h.check().hist["rw_token_order"], 0)
+
+
 class CriticalSections(unittest.TestCase):
     def test_a_lease_reported_lost_before_its_acquire_returned_holds_nothing(self):
         # Seen in a PostgreSQL run: the acquire's answer came 5.5 s late, on_lost had fired inside

@@ -483,8 +483,12 @@ TEST(RwName, RowsAreLongerThanAnyLockNameAndFallInTheirRanges) {
       EXPECT_EQ(d::rw_queue_of(r), d::rw_drain_key(name));
     }
     EXPECT_FALSE(lo <= w && w < hi) << "the writer row is in the readers' range";
+    const auto f = d::rw_fence_row(name);
+    EXPECT_FALSE(lo <= f && f < hi) << "the fence row is in the readers' range";
+    EXPECT_FALSE(d::rw_queue_of(f).has_value());
+    EXPECT_NE(f, w);
     const auto [alo, ahi] = d::rw_rows_range(name);
-    for (const auto& r : {r0, r1, w}) EXPECT_TRUE(alo <= r && r < ahi);
+    for (const auto& r : {r0, r1, w, f}) EXPECT_TRUE(alo <= r && r < ahi);
     EXPECT_EQ(d::rw_queue_of(w), d::rw_reader_wait_key(name));
     EXPECT_FALSE(d::permit_queue_of(w).has_value());
   }
@@ -503,6 +507,7 @@ TEST(RwName, RowsAreLongerThanAnyLockNameAndFallInTheirRanges) {
 TEST(RwName, DerivedRowNamesKeepTheirExactBytes) {
   const auto pad = [](std::string s) { return s + std::string(256 - s.size(), '.'); };
   EXPECT_EQ(d::rw_writer_row("job"), pad("sqllock.rwlock.3.job.writer"));
+  EXPECT_EQ(d::rw_fence_row("job"), pad("sqllock.rwlock.3.job.fence"));
   EXPECT_EQ(d::rw_reader_row("job", "ab", 7), pad("sqllock.rwlock.3.job.reader.ab.00000000000000000007"));
   EXPECT_EQ(d::rw_reader_range("job"), std::pair(std::string("sqllock.rwlock.3.job.reader."),
                                                  std::string("sqllock.rwlock.3.job.reader/")));

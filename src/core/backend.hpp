@@ -1,6 +1,7 @@
 // The backend seam: the handful of operations the lease engine and transactions need from a database.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -48,6 +49,12 @@ struct acquire_request {
   /// [fence_lo, fence_hi) (the name's rows from before it). Empty: token + 1 of the row itself.
   std::string fence{};
   std::string fence_lo{}, fence_hi{};
+  /// The backend waits for its callers' lane (the connection other threads of this client are
+  /// using) only until then (and never past `deadline`); still busy: not acquired, nothing sent. The
+  /// engine sets it well before `deadline`, so that a statement never starts with a sliver of its
+  /// budget left (a connect or a round trip given a millisecond fails as if the server were gone).
+  steady::time_point lane_deadline = steady::time_point::max();
+  steady::time_point lane_until() const noexcept { return std::min(lane_deadline, deadline); }
 };
 
 /// What the acquire statement found.
@@ -62,6 +69,10 @@ struct acquire_outcome {
   std::int64_t token = 0;
   std::string holder;                      ///< not acquired: who holds it ("" if unknown)
   std::chrono::milliseconds time_left{0};  ///< not acquired: their time left (database clock)
+  /// When the backend took its lane and began (connecting if needed, then the statement): the
+  /// database computes the expiry later than this, so the lease's local clock may start here
+  /// instead of before the wait for the lane. Unset (the epoch): the caller's own start.
+  steady::time_point started{};
 };
 
 /// One lease in a renewal batch. A batch never holds two items of the same name (a client holds at

@@ -65,6 +65,23 @@ steady::time_point statement_deadline(steady::time_point t0, milliseconds ttl, b
   return d;
 }
 
+/// The lane deadline of an acquire started at `t0` that must answer by `deadline`. The backend waits
+/// for its callers' lane (busy with this client's other threads) for at most the first half of the
+/// budget and answers "not acquired" after it: a statement that starts never has less time left
+/// than the wait took, instead of a sliver that no connect or round trip could meet (which closed
+/// the connection for the threads behind it and was reported as connection_lost).
+steady::time_point lane_deadline_of(steady::time_point t0, steady::time_point deadline) {
+  return t0 + (deadline - t0) / 2;
+}
+
+/// Where the local clock of a lease just acquired starts: when the backend began the statement
+/// (after waiting for its lane), never before the try began. The database computes the expiry
+/// later still, so nobody can take the lease over before this + TTL; counting the wait for the lane
+/// would only shorten the lease the holder believes it has.
+steady::time_point lease_start(steady::time_point t0, const acquire_outcome& outcome) {
+  return std::max(t0, outcome.started);
+}
+
 /// Runs `f` (which must not throw) when the scope ends, however it ends.
 template <class F>
 struct at_exit {
@@ -267,6 +284,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     const auto t0 = steady::now();
     acquire_request req{name,  label_,   owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline),
                         fence, fence_lo, fence_hi};
+    req.lane_deadline = lane_deadline_of(t0, req.deadline);
     try {
       last = db_->acquire(req);
     } catch (const connection_lost& e) {
@@ -281,7 +299,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     }
     lost.error = nullptr;
     if (!last.acquired) return nullptr;
-    auto h = book_.add({name, owner, last.token}, label_, scope, t0, options, self);
+    auto h = book_.add({name, owner, last.token}, label_, scope, lease_start(t0, last), options, self);
     done = true;
     schedule_renewal(*h->acq);
     if (options_.log) {
@@ -405,6 +423,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       flush_outbox_of(row, options.ttl, bounded, deadline);
       const auto t0 = steady::now();
       acquire_request req{row, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
+      req.lane_deadline = lane_deadline_of(t0, req.deadline);
       acquire_outcome got;
       try {
         got = db_->acquire(req);
@@ -421,7 +440,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
         if (!got.holder.empty() && (last.holder.empty() || got.time_left < last.time_left)) last = got;
         continue;
       }
-      auto h = book_.add({row, owner, got.token}, label_, scope, t0, options, self);
+      auto h = book_.add({row, owner, got.token}, label_, scope, lease_start(t0, got), options, self);
       h->semaphore = name;
       h->permit = slot;
       acquired_row = row;
@@ -537,9 +556,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     }
     flush_outbox_of(name, options.ttl, bounded, deadline);
     const auto t1 = steady::now();
-    last = db_->acquire({name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)});
+    acquire_request req{name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)};
+    req.lane_deadline = lane_deadline_of(t1, req.deadline);
+    last = db_->acquire(req);
     if (!last.acquired) return nullptr;
-    auto h = book_.add({name, owner, last.token}, label_, scope, t1, options, self);
+    auto h = book_.add({name, owner, last.token}, label_, scope, lease_start(t1, last), options, self);
     done = true;
     schedule_renewal(*h->acq);
     if (options_.log) {

@@ -35,6 +35,10 @@ void fake_backend::delay(fake_op op, milliseconds d) {
   std::lock_guard lk(mu_);
   delay_[op] = d;
 }
+void fake_backend::occupy_lane(milliseconds d) {
+  std::lock_guard lk(mu_);
+  lane_busy_until_ = steady::now() + d;
+}
 int fake_backend::count(fake_op op) const {
   std::lock_guard lk(mu_);
   auto it = counts_.find(op);
@@ -93,6 +97,17 @@ int fake_backend::migrate() {
 }
 
 acquire_outcome fake_backend::acquire(const acquire_request& req) {
+  steady::time_point busy;
+  {
+    std::lock_guard lk(mu_);
+    busy = lane_busy_until_;
+  }
+  if (busy > req.lane_until()) {
+    std::this_thread::sleep_until(req.lane_until());
+    return {};  // the lane stayed busy: not acquired now, nothing sent
+  }
+  std::this_thread::sleep_until(busy);
+  const auto started = steady::now();
   const auto f = before(fake_op::acquire, req.deadline);
   if (f == fault::fail || f == fault::hang) no_answer("lease_acquire");
   if (f == fault::conflict) {
@@ -140,6 +155,7 @@ acquire_outcome fake_backend::acquire(const acquire_request& req) {
     }
   }
   if (f == fault::lose) no_answer("lease_acquire");
+  out.started = started;
   return out;
 }
 

@@ -46,7 +46,10 @@ enum class fake_op { acquire, renew, release, queue, any };
 ///   throw connection_lost (a partition);
 /// - delay(op, d): every statement of op takes d before it is applied (bounded by its deadline);
 /// - conflict(op, n): the next n statements of op (acquire, queue_poll) are not applied and throw serialization_failure
-///   (the server rolled them back: SERIALIZABLE's 40001, a Galera certification conflict).
+///   (the server rolled them back: SERIALIZABLE's 40001, a Galera certification conflict);
+/// - occupy_lane(d): the callers' lane stays busy for d from now (other threads' statements ahead
+///   in the queue): an acquire waits for it until its lane deadline, and answers "not acquired"
+///   without touching the table when it is still busy then.
 /// Counters: statements of each op.
 class fake_backend final : public backend {
  public:
@@ -57,6 +60,7 @@ class fake_backend final : public backend {
   void hang(fake_op op, int n);
   void delay(fake_op op, std::chrono::milliseconds d);
   void conflict(fake_op op, int n);
+  void occupy_lane(std::chrono::milliseconds d);
   int count(fake_op op) const;
 
   sqllock::dialect dialect() const noexcept override { return sqllock::dialect::sqlite; }
@@ -86,6 +90,7 @@ class fake_backend final : public backend {
   mutable std::mutex mu_;  // the switches and counters
   std::map<fake_op, int> lose_, fail_, hang_, conflict_, counts_;
   std::map<fake_op, std::chrono::milliseconds> delay_;
+  steady::time_point lane_busy_until_{};
 };
 
 }  // namespace sqllock::detail

@@ -195,12 +195,15 @@ class mysql_backend final : public backend {
     }
     const std::int64_t us = static_cast<std::int64_t>(req.ttl.count()) * 1000;
     std::unique_lock lock(caller_mutex_, std::defer_lock);
-    if (!lock.try_lock_until(req.deadline)) return {};  // the connection stayed busy: not acquired now
+    if (!lock.try_lock_until(req.lane_until())) return {};  // the connection stayed busy: not acquired now
+    const auto started = steady::now();
     try {
-      return with_lane(caller_, req.deadline, [&](connection& c) {
+      auto out = with_lane(caller_, req.deadline, [&](connection& c) {
         if (!req.fence.empty()) return acquire_fenced_on(c, req, us);
         return returning_ ? acquire_returning(c, req, us) : acquire_plain(c, req, us);
       });
+      out.started = started;
+      return out;
     } catch (const deadlock_detected&) {
       // Still a deadlock victim (or, on Galera, still losing certification to other nodes' writes
       // of the row) at the deadline: the upsert was rolled back whole, so nothing was acquired.

@@ -243,7 +243,8 @@ class postgresql_backend final : public backend {
 
   acquire_outcome acquire(const acquire_request& req) override {
     std::unique_lock lock(caller_mutex_, std::defer_lock);
-    if (!lock.try_lock_until(req.deadline)) return {};  // the connection stayed busy: not acquired now
+    if (!lock.try_lock_until(req.lane_until())) return {};  // the connection stayed busy: not acquired now
+    const auto started = steady::now();
     count_statement();
     auto r = req.fence.empty()
                  ? caller_.run(acquire_, {req.name, req.holder, req.owner, std::to_string(req.ttl.count())}, req.deadline)
@@ -252,6 +253,7 @@ class postgresql_backend final : public backend {
                                 req.fence_lo, req.fence_hi},
                                req.deadline);
     acquire_outcome out;
+    out.started = started;
     if (PQntuples(r.get()) == 0) return out;  // the row changed between the snapshot and the conflict check
     if (field_text(r.get(), 0, 0) == "t") {
       out.acquired = true;

@@ -103,8 +103,9 @@ class sqlite_backend final : public backend {
 
   acquire_outcome acquire(const acquire_request& req) override {
     std::unique_lock lk(caller_mu_, std::defer_lock);
-    if (!lk.try_lock_until(req.deadline)) return {};  // the connection stayed busy: not acquired now
+    if (!lk.try_lock_until(req.lane_until())) return {};  // the connection stayed busy: not acquired now
     acquire_outcome out;
+    out.started = steady::now();
     const auto busy = std::min(acquire_busy_ms, time_until(req.deadline, std::chrono::milliseconds(1)).count());
     try {
       if (!req.fence.empty()) {

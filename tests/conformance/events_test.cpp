@@ -61,7 +61,9 @@ TEST(Events, ALeaseTakenOverIsReportedLost) {
   auto a = make_client(log.options());
   auto b = make_client();
   auto name = unique_name("ev_lost");
-  auto g = a.try_acquire(name, {.ttl = 300ms});
+  // 1 s, not less: the acquire must answer within 950 ms (under ThreadSanitizer on a busy machine
+  // a 300 ms lease's first statement did not).
+  auto g = a.try_acquire(name, {.ttl = 1s});
   ASSERT_TRUE(g);
   ASSERT_TRUE(b.force_release(name));
   auto h = b.try_acquire(name);
@@ -69,9 +71,17 @@ TEST(Events, ALeaseTakenOverIsReportedLost) {
   const auto start = clock::now();
   while (!g->lost() && ms_since(start) < 3000) std::this_thread::sleep_for(10ms);
   ASSERT_TRUE(g->lost());
+  // The renewal that finds the takeover reports the loss at once; when it is not answered before a
+  // third of the TTL is left (the watchdog's first renewal opens its own connection, which under
+  // ThreadSanitizer took longer than that), the lease is reported at risk first and lost at its
+  // local deadline: "reported lost (lost(), on_lost; on_at_risk first)" (README). A failed renewal
+  // is a statement_error event; neither is part of the story asserted here, their order is.
   auto seen = log.of(name);
+  std::erase_if(seen, [](const copied_event& e) { return e.kind == sqllock::event_kind::statement_error; });
   ASSERT_GE(seen.size(), 2u);
   EXPECT_EQ(seen[0].kind, sqllock::event_kind::acquired);
-  EXPECT_EQ(seen[1].kind, sqllock::event_kind::lost);
-  EXPECT_EQ(seen[1].token, g->fencing_token());
+  const std::size_t at = seen[1].kind == sqllock::event_kind::at_risk ? 2 : 1;
+  ASSERT_EQ(seen.size(), at + 1) << "expected acquired, [at_risk], lost and nothing else";
+  EXPECT_EQ(seen[at].kind, sqllock::event_kind::lost);
+  EXPECT_EQ(seen[at].token, g->fencing_token());
 }

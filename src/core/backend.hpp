@@ -231,10 +231,13 @@ class backend {
   // Wake-ups. The engine calls watch() when a local waiter starts waiting on a name and unwatch()
   // when the last one stops; the backend calls sink->wake(name) when it learns the name may have
   // been released by another client. watch() returns false when it cannot deliver events for the
-  // name (the engine then polls faster). Default: no events.
+  // name (the engine then polls faster). watch() returns by `until` (the waiter's deadline)
+  // whatever I/O it needs; what it could not do by then is left to the backend's own thread.
+  // Default: no events.
   virtual void set_wake_sink(wake_sink* sink) { (void)sink; }
-  virtual bool watch(const std::string& name) {
+  virtual bool watch(const std::string& name, steady::time_point until) {
     (void)name;
+    (void)until;
     return false;
   }
   virtual void unwatch(const std::string& name) { (void)name; }

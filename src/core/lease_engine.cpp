@@ -332,7 +332,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
   }
 
   wait_queues::ticket ticket(queues_, name);
-  const bool events = watches_.add(name);
+  const bool events = watches_.add(name, deadline);
   if (options_.log) log_waiting(name, last.holder, last.time_left, events);
   struct unwatch_guard {
     watch_registry& w;
@@ -595,7 +595,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
       }
     }
   } unregister{*this, name, key};
-  const bool events = waits && watches_.add(name);
+  const bool events = waits && watches_.add(name, deadline);
   struct unwatch_guard {
     watch_registry& w;
     const std::string& name;
@@ -679,7 +679,8 @@ struct watch_hold {
   watch_registry& registry;
   std::string name;
   bool events;
-  watch_hold(watch_registry& r, std::string n) : registry(r), name(std::move(n)), events(registry.add(name)) {}
+  watch_hold(watch_registry& r, std::string n, steady::time_point until)
+      : registry(r), name(std::move(n)), events(registry.add(name, until)) {}
   ~watch_hold() { registry.remove(name); }
   watch_hold(const watch_hold&) = delete;
   watch_hold& operator=(const watch_hold&) = delete;
@@ -886,7 +887,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
       if (!waits || steady::now() >= deadline) return give_up();
       if (!ticket) {
         ticket.emplace(queues_, rw_reader_wait_key(name));
-        watch.emplace(watches_, wrow);
+        watch.emplace(watches_, wrow, deadline);
         events = watch->events;
         if (!ticket->wait_until_head(stop, deadline)) return give_up();
         continue;  // head of this client's waiting readers (maybe after the one before left): look again

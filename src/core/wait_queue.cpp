@@ -99,13 +99,13 @@ void wait_queues::wake(const std::string& name) noexcept {
   }
 }
 
-bool watch_registry::add(const std::string& name) {
+bool watch_registry::add(const std::string& name, steady::time_point until) {
   if (!options_.notifications) return false;
   std::lock_guard lk(mu_);
   auto& e = names_[name];
   if (e.waiters++ == 0) {
     try {
-      e.events = db_.watch(name);
+      e.events = db_.watch(name, until);
     } catch (const std::exception& ex) {
       e.events = false;
       log_message(options_, log_level::warning,

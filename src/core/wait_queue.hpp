@@ -80,8 +80,9 @@ class wait_queues {
 class watch_registry {
  public:
   explicit watch_registry(backend& db, const client_options& options) : db_(db), options_(options) {}
-  /// A waiter starts waiting on `name`; true when the backend will wake it by an event.
-  bool add(const std::string& name);
+  /// A waiter starts waiting on `name` until `until`; true when the backend will wake it by an
+  /// event. Returns by `until` (see backend::watch).
+  bool add(const std::string& name, steady::time_point until);
   void remove(const std::string& name);
 
  private:

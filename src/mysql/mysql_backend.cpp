@@ -363,7 +363,7 @@ class mysql_backend final : public backend {
   void set_wake_sink(wake_sink* sink) override {
     if (waker_) waker_->set_sink(sink);
   }
-  bool watch(const std::string& name) override { return waker_ && waker_->watch(name); }
+  bool watch(const std::string& name, steady::time_point) override { return waker_ && waker_->watch(name); }
   void unwatch(const std::string& name) override {
     if (waker_) waker_->unwatch(name);
   }

@@ -454,7 +454,9 @@ class postgresql_backend final : public backend {
   void set_wake_sink(wake_sink* sink) override {
     if (waker_) waker_->set_sink(sink);
   }
-  bool watch(const std::string& name) override { return waker_ && waker_->watch(name, channel_for(table_, name)); }
+  bool watch(const std::string& name, steady::time_point until) override {
+    return waker_ && waker_->watch(name, channel_for(table_, name), until);
+  }
   void unwatch(const std::string& name) override {
     if (waker_) waker_->unwatch(name, channel_for(table_, name));
   }

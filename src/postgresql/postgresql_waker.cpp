@@ -21,12 +21,13 @@ std::string listen_sql(const char* verb, const std::string& channel) {
 
 // LISTEN answers at once unless the server is unreachable: bounded, so that a waiter about to
 // wait (or the thread) is never stuck in a partition; polling covers the gap. `unlisten`: channels
-// nobody watches any more, dropped in the same round trip.
-void listen_until(PGconn* c, const char* verb, const std::string& channel, const std::set<std::string>& unlisten = {}) {
+// nobody watches any more, dropped in the same round trip. `until`: a waiter's own deadline.
+void listen_until(PGconn* c, const char* verb, const std::string& channel, const std::set<std::string>& unlisten = {},
+                  std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max()) {
   std::string sql;
   for (const auto& ch : unlisten) sql += listen_sql("UNLISTEN", ch) + "; ";
   sql += listen_sql(verb, channel);
-  exec_simple_until(c, sql, "listen", std::chrono::steady_clock::now() + std::chrono::seconds(2));
+  exec_simple_until(c, sql, "listen", std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(2)));
 }
 
 }  // namespace
@@ -78,23 +79,30 @@ void waker::start_thread_locked() {
   thread_ = std::thread([this] { run(); });
 }
 
-bool waker::watch(const std::string& name, const std::string& channel) noexcept {
+bool waker::watch(const std::string& name, const std::string& channel,
+                  std::chrono::steady_clock::time_point until) noexcept {
   bool listening = false;
   try {
     std::lock_guard lock(mutex_);
     ++names_[name];
+    // Bounded by the waiter's own deadline too: a bounded wait keeps its bound in a partition.
+    const auto left = std::min(std::chrono::milliseconds(2000), time_until(until));
     if (channels_[channel]++ == 0) {
       if (conn_ && !idle_connection_alive(conn_.get())) drain_notifies_locked(pending_);
       if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK && stale_.erase(channel) > 0) {
         // Still listened to since its last watcher left: nothing to send.
+      } else if (left.count() <= 0) {
+        // No time for I/O: a fresh connection of the thread listens on every channel, this one too.
+        conn_.reset();
+        stale_.clear();
       } else if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
         conn_.reset();
         stale_.clear();
         try {
           // Bounded: the caller is a waiter about to wait; polling covers a slow server.
-          conn_ = connect(target_, &options_, std::chrono::milliseconds(2000));
+          conn_ = connect(target_, &options_, left);
           // A fresh connection listens on every watched channel, this one included.
-          for (const auto& [ch, count] : channels_) listen_until(conn_.get(), "LISTEN", ch);
+          for (const auto& [ch, count] : channels_) listen_until(conn_.get(), "LISTEN", ch, {}, until);
           // Releases of the other watched names may have gone unheard meanwhile.
           for (const auto& [n, count] : names_) pending_.push_back(n);
         } catch (const std::exception& e) {
@@ -103,7 +111,7 @@ bool waker::watch(const std::string& name, const std::string& channel) noexcept 
         }
       } else {
         try {
-          listen_until(conn_.get(), "LISTEN", channel, stale_);
+          listen_until(conn_.get(), "LISTEN", channel, stale_, until);
           stale_.clear();
         } catch (const std::exception& e) {
           log_message(options_, log_level::warning, e.what());

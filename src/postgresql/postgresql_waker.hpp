@@ -24,9 +24,10 @@ class waker {
   /// Where wake-ups go (nullptr: nowhere). After it returns, the old sink is no longer called.
   void set_sink(wake_sink* sink);
   /// Start listening on `channel` for `name` (counted). The LISTEN is in effect when this returns,
-  /// unless the server is unreachable (then the thread keeps retrying and polling covers it).
-  /// Returns whether the connection is listening. Never throws.
-  bool watch(const std::string& name, const std::string& channel) noexcept;
+  /// unless the server did not answer by `until` (the waiter's deadline; at most 2 s) or is
+  /// unreachable: then the thread keeps retrying and polling covers it. Returns whether the
+  /// connection is listening. Never throws.
+  bool watch(const std::string& name, const std::string& channel, std::chrono::steady_clock::time_point until) noexcept;
   /// Stop listening once the last watcher of `channel` is gone: no statement, the UNLISTEN goes
   /// with the next LISTEN (never blocks on the network). Never throws.
   void unwatch(const std::string& name, const std::string& channel) noexcept;

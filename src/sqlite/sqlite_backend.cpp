@@ -368,7 +368,7 @@ class sqlite_backend final : public backend {
   }
 
   void set_wake_sink(wake_sink* sink) override { waker_->set_sink(sink); }
-  bool watch(const std::string& name) override { return waker_->watch(name); }
+  bool watch(const std::string& name, steady::time_point) override { return waker_->watch(name); }
   void unwatch(const std::string& name) override { waker_->unwatch(name); }
 
  private:

@@ -322,13 +322,13 @@ TEST(Engine, ASingleTryWhoseAnswerIsLostIsReportedAndItsLeaseFreedInTheBackgroun
 // errors=8). The lane wait may take only the first half of the budget: then "not acquired".
 TEST(Engine, ATryWhoseLaneStaysBusyPastHalfItsBudgetIsNotAcquiredAndSendsNothing) {
   engine_fixture f;
-  f.fake->occupy_lane(1500ms);
-  f.fake->delay(d::fake_op::acquire, 450ms);  // one round trip: it would end after the 1900 ms budget
+  f.fake->occupy_lane(750ms);
+  f.fake->delay(d::fake_op::acquire, 225ms);  // one round trip: it would end after the 950 ms budget
   const auto start = steady::now();
   std::shared_ptr<d::lease_state> g;
-  EXPECT_NO_THROW(g = f.try_acquire("n", {.ttl = 2s}));
+  EXPECT_NO_THROW(g = f.try_acquire("n", {.ttl = 1s}));
   EXPECT_FALSE(g);
-  EXPECT_LT(steady::now() - start, 1400ms);
+  EXPECT_LT(steady::now() - start, 700ms);
   EXPECT_EQ(f.fake->count(d::fake_op::acquire), 0);
   EXPECT_FALSE(f.engine->inspect("n"));
 }
@@ -338,11 +338,11 @@ TEST(Engine, ATryWhoseLaneStaysBusyPastHalfItsBudgetIsNotAcquiredAndSendsNothing
 // 1.9 s into a 2 s TTL reported at risk and lost at once.
 TEST(Engine, ALeaseAcquiredAfterWaitingForTheLaneLastsItsTTLFromItsStatement) {
   engine_fixture f;
-  f.fake->occupy_lane(800ms);
+  f.fake->occupy_lane(400ms);
   const auto start = steady::now();
-  auto g = f.try_acquire("n", {.ttl = 2s, .auto_renew = false});
+  auto g = f.try_acquire("n", {.ttl = 1s, .auto_renew = false});
   ASSERT_TRUE(g);
-  EXPECT_GE(std::chrono::duration_cast<std::chrono::milliseconds>(g->acq->valid_until_time() - start).count(), 2800)
+  EXPECT_GE(std::chrono::duration_cast<std::chrono::milliseconds>(g->acq->valid_until_time() - start).count(), 1400)
       << "ms from the call to the lease's local end";
   std::lock_guard lk(f.db->mu);
   EXPECT_LE(g->acq->valid_until_time(), f.db->rows["n"].expires_at);  // never past the database's expiry

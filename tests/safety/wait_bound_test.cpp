@@ -39,3 +39,28 @@ TEST(Partition, AWaitCutOffMidwayKeepsItsBound) {
     proxy->cut_silenced();
   }
 }
+
+// A bounded wait keeps its bound while its client's wake-up connection is slow to open: PostgreSQL's
+// waker connected (up to 2 s) and sent LISTEN (up to 2 s) inside the waiter's call, whatever the
+// waiter's own deadline (an 800 ms wait took 3.1 s behind a 200 ms delay).
+TEST(Partition, ABoundedWaitKeepsItsBoundWhileItsWakeUpConnectionIsSlow) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url));
+  auto b = make_client();
+  const auto name = unique_name("slow_watch");
+  auto held = b.try_acquire(name, {.ttl = 30s});
+  ASSERT_TRUE(held);
+  {
+    auto warm = a.try_acquire(unique_name("slow_watch_warm"));  // the lease statements are prepared
+    ASSERT_TRUE(warm);
+  }
+  proxy->delay(200ms);  // one round trip: 400 ms; opening a connection: several
+  const auto w0 = clock::now();
+  try {
+    EXPECT_FALSE(a.try_acquire_for(name, 800ms));  // the first try answers "held" in time
+  } catch (const sqllock::connection_lost&) {
+    // Also fine: the database could not be reached within the bound.
+  }
+  EXPECT_LT(ms_since(w0), 800 + 250 + 250);
+  proxy->pass();
+}

@@ -105,11 +105,13 @@ class sqlite_backend final : public backend {
     std::unique_lock lk(caller_mu_, std::defer_lock);
     if (!lk.try_lock_until(req.lane_until())) return {};  // the connection stayed busy: not acquired now
     acquire_outcome out;
-    out.started = steady::now();
+    const auto started = steady::now();
+    out.started = started;
     const auto busy = std::min(acquire_busy_ms, time_until(req.deadline, std::chrono::milliseconds(1)).count());
     try {
       if (!req.fence.empty()) {
         out = acquire_fenced(req, busy);
+        out.started = started;
       } else {
         busy_timeout_scope scope(caller_.db.get(), busy);
         statement_run run = lease_statement(caller_, "lease_acquire");

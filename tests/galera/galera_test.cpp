@@ -328,6 +328,12 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
   std::atomic<bool> killed{false};
   std::atomic<bool> only_node3{false};  // contenders on nodes 1 and 2 hold back (before the kill)
   std::vector<int> after_restart(6, 0);
+  // What each contender did after node 3 was back, for a failure's message: calls that returned
+  // not-acquired, errors (the last one), ms from node_back to the first hold.
+  std::vector<int> misses_after(6, 0), errors_after(6, 0);
+  std::vector<long long> first_hold_ms(6, -1);
+  std::vector<std::string> last_error(6);
+  std::atomic<clock_type::rep> back_at{0};
   std::vector<int> losses(6, 0);
   std::vector<std::thread> threads;
   for (int i = 0; i < 6; ++i) {
@@ -355,9 +361,17 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
             ++losses[i];
           };
           auto g = c->try_acquire_for(name, 1500ms, o);
-          if (!g) continue;
+          if (!g) {
+            if (node_back) {
+              std::lock_guard lk(mu);
+              ++misses_after[i];
+            }
+            continue;
+          }
           {
             std::lock_guard lk(mu);
+            if (node_back && first_hold_ms[i] < 0)
+              first_hold_ms[i] = ms_between(clock_type::time_point(clock_type::duration(back_at.load())), clock_type::now());
             if (++inside > 1) ++overlaps;
             if (!tokens.empty() && g->fencing_token() <= tokens.back()) {
               ADD_FAILURE() << "token " << g->fencing_token() << " after " << tokens.back();
@@ -385,6 +399,10 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
           if (node != 3) {
             std::lock_guard lk(mu);
             ADD_FAILURE() << "contender " << i << " on node " << node << ": " << e.what();
+          } else if (node_back) {
+            std::lock_guard lk(mu);
+            ++errors_after[i];
+            last_error[i] = e.what();
           }
           c.reset();
           std::this_thread::sleep_for(200ms);
@@ -405,14 +423,15 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
   const auto restarting = clock_type::now();
   const int started = std::system((start + " 3 >/dev/null").c_str());
   std::cout << "node 3 back after " << ms_between(restarting, clock_type::now()) << " ms\n";
+  back_at = clock_type::now().time_since_epoch().count();
   node_back = true;
-  // Each contender gets about a sixth of the time, 30 ms per hold: 5 s is plenty for one each.
+  // Until a contender on every node has held once (15 s at most; 2-4 s is usual for node 3).
   const auto until = clock_type::now() + 15s;
   for (;;) {
     std::this_thread::sleep_for(200ms);
     std::lock_guard lk(mu);
     bool all = true;
-    for (int n : after_restart) all = all && n > 0;
+    for (int node = 0; node < 3; ++node) all = all && after_restart[node] + after_restart[node + 3] > 0;
     if (all || clock_type::now() > until) break;
   }
   stop = true;
@@ -428,8 +447,19 @@ TEST_F(galera, ContendersOnAllNodesKeepExclusionAndTokenOrderAcrossANodeKill) {
   if (killed_a_holder) {
     EXPECT_GT(losses[2] + losses[5], 0) << "the holder on the killed node was never told of its loss";
   }
+  // Every node serves acquisitions again once node 3 is back: a contender on each node holds at
+  // least once. Not every contender: the lock is unfair (lease_options::fair is the fair one), and
+  // the two contenders on the rejoined node get a few holds out of ~230 in 15 s, first 2-4 s after
+  // it is back (its applier lags behind the others), so one of them can go without (seen in CI).
+  for (int node = 1; node <= 3; ++node) {
+    EXPECT_GT(after_restart[node - 1] + after_restart[node + 2], 0)
+        << "no contender on node " << node << " held the lock after node 3 was back";
+  }
   for (int i = 0; i < 6; ++i) {
-    EXPECT_GT(after_restart[i], 0) << "contender " << i << " (node " << i % 3 + 1 << ") never held the lock after node 3 was back";
+    std::cout << "contender " << i << " (node " << i % 3 + 1 << "): first hold " << first_hold_ms[i]
+              << " ms after node 3 was back, " << after_restart[i] << " holds, " << misses_after[i]
+              << " waits not acquired, " << errors_after[i] << " errors" << (last_error[i].empty() ? "" : " (last: ")
+              << last_error[i] << (last_error[i].empty() ? "" : ")") << "\n";
   }
 }
 

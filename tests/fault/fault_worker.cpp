@@ -70,6 +70,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <map>
+#include <tuple>
 #include <optional>
 #include <random>
 #include <string>
@@ -237,6 +238,17 @@ struct tapped_event {
   std::int64_t token;
 };
 thread_local std::vector<tapped_event>* t_event_tap = nullptr;
+// Losses reported by any thread (the watchdog, the deadline thread), by lock table, name and token:
+// a multi-lock's partial hold that was lost during the call is given back by nobody, and its
+// critical section ends at this report (the caller's tap sees only its own thread's events).
+std::mutex g_lost_mu;
+std::map<std::tuple<std::string, std::string, std::int64_t>, long long> g_lost_at;
+std::optional<long long> lost_at(const std::string& table, const std::string& name, std::int64_t token) {
+  std::lock_guard lk(g_lost_mu);
+  const auto it = g_lost_at.find({table, name, token});
+  if (it == g_lost_at.end()) return std::nullopt;
+  return it->second;
+}
 
 // Connect, retrying while the database is unreachable (restarts), until stopped.
 std::optional<sqllock::client> connect_retry(const std::string& url, line_log* log, bool require_schema = true,
@@ -245,7 +257,11 @@ std::optional<sqllock::client> connect_retry(const std::string& url, line_log* l
   if (!table.empty()) o.table = table;
   o.require_schema = require_schema;
   o.holder_id = holder_label;  // a label several workers may share (--holder); empty: the default
-  o.on_event = [](const sqllock::lease_event& e) {
+  o.on_event = [table](const sqllock::lease_event& e) {
+    if (e.kind == sqllock::event_kind::lost && e.permit < 0) {
+      std::lock_guard lk(g_lost_mu);
+      g_lost_at.try_emplace({table, std::string(e.name), e.fencing_token}, now_us());
+    }
     if (t_event_tap && e.permit < 0 &&
         (e.kind == sqllock::event_kind::acquired || e.kind == sqllock::event_kind::released)) {
       t_event_tap->push_back({now_us(), e.kind, std::string(e.name), e.fencing_token});
@@ -600,7 +616,14 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
         const bool in_set = std::find(kept.begin(), kept.end(), std::make_pair(e.name, e.token)) != kept.end();
         if (e.kind == sqllock::event_kind::acquired) {
           last_grant = e.t;
-          if (!in_set) log.line("O", e.t, "ok", "acquire", e.name + sfx, e.token, "multi_partial");
+          if (in_set) continue;
+          log.line("O", e.t, "ok", "acquire", e.name + sfx, e.token, "multi_partial");
+          const bool given_back = std::any_of(tapped.begin() + static_cast<std::ptrdiff_t>(i) + 1, tapped.end(), [&](const tapped_event& x) {
+            return x.kind == sqllock::event_kind::released && x.name == e.name && x.token == e.token;
+          });
+          if (!given_back) {
+            if (const auto t = lost_at(table, e.name, e.token)) log.line("O", *t, "lost", "outer", e.name + sfx, e.token, "multi_partial");
+          }
           continue;
         }
         if (in_set) continue;

@@ -591,3 +591,29 @@ TEST(EngineFair, AWaitingFairAcquireRidesOutRolledBackStatementsAndTimesOutPlain
   EXPECT_EQ(f.engine->acquire("m", fair_opts(2s), 300ms, {}, false), nullptr);
   EXPECT_THROW(f.engine->acquire("m", fair_opts(2s), 0ms, {}, true), sqllock::serialization_failure);
 }
+
+TEST(Engine, ALeaseWhoseRenewalAnswersAreLostIsReportedLostAtTheLocalDeadline) {
+  // The fault harness saw a lease whose renewals' answers were lost reported lost only when it was
+  // given back, 1.5 s past its local expiry (MariaDB, a multi-lock's partial hold while the same
+  // thread waited for the set's next name). Here the renewals apply but never answer, and this
+  // thread waits on a name another client holds meanwhile, as acquire_all's does.
+  engine_fixture f;
+  auto hb = std::make_unique<d::fake_backend>(f.db);
+  auto other = std::make_shared<d::lease_engine>(std::move(hb), sqllock::client_options{});
+  auto blocker = other->acquire("next", {.ttl = 10s}, 0ms, {}, false);
+  ASSERT_TRUE(blocker);
+  std::atomic<steady::rep> lost_at{0};
+  auto g = f.try_acquire("n", {.ttl = 600ms, .on_lost = [&](const std::string&, std::int64_t) {
+                                 lost_at = steady::now().time_since_epoch().count();
+                               }});
+  ASSERT_TRUE(g);
+  f.fake->lose_answers(d::fake_op::renew, 100);
+  f.fake->lose_answers(d::fake_op::any, 100);
+  auto waited = f.engine->acquire("next", {.ttl = 1s}, 2000ms, {}, false);
+  EXPECT_FALSE(waited);
+  ASSERT_NE(lost_at.load(), 0) << "never reported lost";
+  const auto lost = steady::time_point(steady::duration(lost_at.load()));
+  EXPECT_LE(lost, g->acq->valid_until_time()) << "reported "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(lost - g->acq->valid_until_time()).count()
+      << " ms after its local expiry";
+}

@@ -301,6 +301,11 @@ std::pair<steady::time_point, steady::time_point> lease_book::times_of(const acq
   return {a.auto_renew_holds > 0 ? a.next_renew : steady::time_point::max(), deadline};
 }
 
+steady::time_point lease_book::loss_point(const acquisition& a) const {
+  std::lock_guard lk(mu_);
+  return std::min(a.hard_end, a.valid_until_time() - loss_margin(a.last_ttl));
+}
+
 int lease_book::holds_of(const std::string& owner) const {
   std::lock_guard lk(mu_);
   for (const auto& [id, a] : live_) {

@@ -135,6 +135,9 @@ class lease_book {
   /// Report loss or risk at `now`: at-risk once less than a third of the TTL is left, lost at the
   /// local expiry estimate minus loss_margin, or at max_hold. Returns the callbacks to run.
   std::vector<lease_notice> expire(steady::time_point now);
+  /// Where `a` is reported lost by this process's clock unless renewed first: its local expiry
+  /// estimate minus loss_margin, or its max_hold end if earlier.
+  steady::time_point loss_point(const acquisition& a) const;
   /// Mark one acquisition lost (owner check failed, or its lease ran out).
   std::vector<lease_notice> mark_lost(acquisition& a, const std::string& why);
 

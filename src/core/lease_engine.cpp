@@ -21,6 +21,9 @@ namespace {
 constexpr auto forever = std::chrono::hours(24 * 3650);
 /// A bounded wait returns within its bound plus this (the last statement's answer).
 constexpr milliseconds wait_grace{250};
+/// A release that starts at or past its lease's loss point still gets this long to free the row
+/// early (one answer, as wait_grace); unanswered, it is re-sent in the background.
+constexpr milliseconds release_floor = wait_grace;
 
 std::string random_hex(int bytes) {
   static const char digits[] = "0123456789abcdef";
@@ -907,7 +910,12 @@ void lease_engine::release(lease_state& hold) {
   auto request = book_.drop(hold);
   if (!request) return;  // finished already, or an inner hold: the lease stays
   auto& a = *hold.acq;
-  request->deadline = steady::now() + io_timeout;
+  // No lease statement keeps the lease's connection, or its caller, busy past the lease's loss
+  // point (DESIGN, Safety): by then another client may take the name over, and this release can
+  // only be re-sent (the outbox does, on a connection_lost). A release that starts past that point
+  // still gets release_floor to free the row early.
+  const auto now = steady::now();
+  request->deadline = std::min(now + io_timeout, std::max(book_.loss_point(a), now + release_floor));
   bool released = false;
   try {
     released = db_->release(*request, lane::caller);

@@ -303,7 +303,7 @@ std::pair<steady::time_point, steady::time_point> lease_book::times_of(const acq
 
 steady::time_point lease_book::loss_point(const acquisition& a) const {
   std::lock_guard lk(mu_);
-  return std::min(a.hard_end, a.valid_until_time() - loss_margin(a.last_ttl));
+  return a.valid_until_time() - loss_margin(a.last_ttl);
 }
 
 int lease_book::holds_of(const std::string& owner) const {

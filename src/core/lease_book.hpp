@@ -136,7 +136,7 @@ class lease_book {
   /// local expiry estimate minus loss_margin, or at max_hold. Returns the callbacks to run.
   std::vector<lease_notice> expire(steady::time_point now);
   /// Where `a` is reported lost by this process's clock unless renewed first: its local expiry
-  /// estimate minus loss_margin, or its max_hold end if earlier.
+  /// estimate minus loss_margin (another client may take it over soon after).
   steady::time_point loss_point(const acquisition& a) const;
   /// Mark one acquisition lost (owner check failed, or its lease ran out).
   std::vector<lease_notice> mark_lost(acquisition& a, const std::string& why);

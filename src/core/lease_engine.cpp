@@ -968,7 +968,7 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
   std::shared_ptr<acquisition> keep(std::shared_ptr<acquisition>{}, &a);  // non-owning alias
   batch.acquisitions.push_back(keep);
   for (int attempt = 0;; ++attempt) {
-    const auto loss_at = a.valid_until_time() - loss_margin(a.last_ttl);
+    const auto loss_at = book_.loss_point(a);  // last_ttl is the book's: the watchdog renews too
     const auto t0 = steady::now();
     if (t0 >= loss_at) fail_lost("ran out before it could be renewed");
     try {
@@ -986,7 +986,7 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
       events_->emit_error(e, a.ref.name, a.ref.token);
       // Renewal is idempotent, so one more try on the connection the backend re-opens is safe.
       if (attempt == 0 && steady::now() < loss_at) continue;
-      if (steady::now() >= a.valid_until_time() - loss_margin(a.last_ttl)) {
+      if (steady::now() >= book_.loss_point(a)) {
         fail_lost(std::string("ran out before it could be renewed: ") + e.what());
       }
       throw;

@@ -593,10 +593,12 @@ TEST(EngineFair, AWaitingFairAcquireRidesOutRolledBackStatementsAndTimesOutPlain
 }
 
 TEST(Engine, ALeaseWhoseRenewalAnswersAreLostIsReportedLostAtTheLocalDeadline) {
-  // The fault harness saw a lease whose renewals' answers were lost reported lost only when it was
-  // given back, 1.5 s past its local expiry (MariaDB, a multi-lock's partial hold while the same
-  // thread waited for the set's next name). Here the renewals apply but never answer, and this
-  // thread waits on a name another client holds meanwhile, as acquire_all's does.
+  // Renewals that apply but never answer, while this thread waits on a name another client holds
+  // (as acquire_all's does for the set's next name): the deadline thread reports the loss by the
+  // local expiry. Written for a fault-harness finding (a multi-lock's partial hold reported lost
+  // 1.5 s late on MariaDB) that turned out to be the give-back's release hanging in a lost answer
+  // (see LostAnswer.AReleaseWhoseAnswerIsLostEndsByTheLeasesLossPoint); this rules out the engine's
+  // deadline as its cause.
   engine_fixture f;
   auto hb = std::make_unique<d::fake_backend>(f.db);
   auto other = std::make_shared<d::lease_engine>(std::move(hb), sqllock::client_options{});

@@ -262,8 +262,11 @@ std::optional<sqllock::client> connect_retry(const std::string& url, line_log* l
       std::lock_guard lk(g_lost_mu);
       g_lost_at.try_emplace({table, std::string(e.name), e.fencing_token}, now_us());
     }
+    // lost and statement_error on the caller's thread: a give-back's release that failed (its
+    // owner check, or its answer) during the call.
     if (t_event_tap && e.permit < 0 &&
-        (e.kind == sqllock::event_kind::acquired || e.kind == sqllock::event_kind::released)) {
+        (e.kind == sqllock::event_kind::acquired || e.kind == sqllock::event_kind::released ||
+         e.kind == sqllock::event_kind::lost || e.kind == sqllock::event_kind::statement_error)) {
       t_event_tap->push_back({now_us(), e.kind, std::string(e.name), e.fencing_token});
     }
   };
@@ -602,7 +605,11 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     // critical section of its own: ok acquire at its grant (the event follows the commit), and
     // the give-back's invoke at the latest time it certainly still held the name: the last grant
     // of the call before the give-back, or the set's deadline when the last name timed out
-    // (acquire_all gives back only after that wait returned); ok release at the released event.
+    // (acquire_all gives back only after that wait returned); then the give-back's outcome: ok
+    // release at the released event, or, when the release failed on this thread, fail (its owner
+    // check: lost) or unknown (no answer: re-sent in the background) at that event. A lease lost
+    // during the call before any give-back (reported by the deadline thread or the watchdog, which
+    // this thread's tap does not see) ends at that report.
     {
       std::vector<std::pair<std::string, std::int64_t>> kept;
       if (mg) {
@@ -610,29 +617,45 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
         const auto nms = mg->names();
         for (std::size_t i = 0; i < nms.size(); ++i) kept.emplace_back(nms[i], toks[i]);
       }
+      const auto is_acquired = [](const tapped_event& x) { return x.kind == sqllock::event_kind::acquired; };
       long long last_grant = 0;
       for (std::size_t i = 0; i < tapped.size(); ++i) {
         const auto& e = tapped[i];
         const bool in_set = std::find(kept.begin(), kept.end(), std::make_pair(e.name, e.token)) != kept.end();
-        if (e.kind == sqllock::event_kind::acquired) {
+        if (in_set) {
+          if (is_acquired(e)) last_grant = e.t;
+          continue;
+        }
+        if (is_acquired(e)) {
           last_grant = e.t;
-          if (in_set) continue;
           log.line("O", e.t, "ok", "acquire", e.name + sfx, e.token, "multi_partial");
           const bool given_back = std::any_of(tapped.begin() + static_cast<std::ptrdiff_t>(i) + 1, tapped.end(), [&](const tapped_event& x) {
-            return x.kind == sqllock::event_kind::released && x.name == e.name && x.token == e.token;
+            return !is_acquired(x) && x.name == e.name && x.token == e.token;
           });
           if (!given_back) {
             if (const auto t = lost_at(table, e.name, e.token)) log.line("O", *t, "lost", "outer", e.name + sfx, e.token, "multi_partial");
           }
           continue;
         }
-        if (in_set) continue;
-        const bool final_rollback = std::none_of(tapped.begin() + static_cast<std::ptrdiff_t>(i), tapped.end(),
-                                                 [](const tapped_event& x) { return x.kind == sqllock::event_kind::acquired; });
+        // The give-back's outcome (released, or the release's failure): its invoke comes first.
+        // Other failures (an acquire's statement_error names no token) are no give-back.
+        const bool of_a_hold = std::any_of(tapped.begin(), tapped.begin() + static_cast<std::ptrdiff_t>(i), [&](const tapped_event& x) {
+          return is_acquired(x) && x.name == e.name && x.token == e.token;
+        });
+        if (!of_a_hold) continue;
+        const bool final_rollback = std::none_of(tapped.begin() + static_cast<std::ptrdiff_t>(i), tapped.end(), is_acquired);
         long long held_until = last_grant;
         if (!mg && timed_out_waiting && final_rollback) held_until = std::max(held_until, std::min(e.t, t_req + static_cast<long long>(wait.count()) * 1000));
         log.line("O", held_until, "invoke", "release", e.name + sfx, e.token, "multi_partial");
-        log.line("O", e.t, "ok", "release", e.name + sfx, e.token, "multi_partial");
+        const char* outcome = e.kind == sqllock::event_kind::released ? "ok"
+                              : e.kind == sqllock::event_kind::lost   ? "fail"
+                                                                      : "unknown";
+        log.line("O", e.t, outcome, "release", e.name + sfx, e.token, "multi_partial");
+        // One outcome per give-back: a release whose owner check failed emits lost, and may have
+        // emitted statement_error for an earlier try; the first is logged.
+        tapped.erase(std::remove_if(tapped.begin() + static_cast<std::ptrdiff_t>(i) + 1, tapped.end(),
+                                    [&](const tapped_event& x) { return !is_acquired(x) && x.name == e.name && x.token == e.token; }),
+                     tapped.end());
       }
     }
     if (!mg) {

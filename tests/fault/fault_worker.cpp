@@ -210,17 +210,11 @@ std::string lock_row_of(const std::string& logged_with_table) {
   if (hash == std::string::npos) return logged;
   return sqllock::detail::permit_row_name(logged.substr(0, hash), std::stoi(logged.substr(hash + 1)));
 }
-// The inverse, for on_lost (which receives the row name): "sqllock.semaphore.<len>.<S>.permit.<k>..." ->
-// "<S>#<k>"; any other name unchanged.
+// The inverse, for on_lost (which receives the row name): a permit row (the library's decode_row_name)
+// -> "<S>#<k>"; any other name unchanged.
 std::string logged_name_of_row(const std::string& row) {
-  const std::string pre = "sqllock.semaphore.";
-  if (!sqllock::detail::permit_queue_of(row)) return row;
-  std::size_t dot = row.find('.', pre.size());
-  std::size_t len = std::stoul(row.substr(pre.size(), dot - pre.size()));
-  std::string sem = row.substr(dot + 1, len);
-  std::size_t k0 = dot + 1 + len + std::string(".permit.").size();
-  std::size_t k1 = row.find('.', k0);
-  return slot_name(sem, std::stoi(row.substr(k0, k1 == std::string::npos ? std::string::npos : k1 - k0)));
+  const auto info = sqllock::decode_row_name(row);
+  return info.what == sqllock::row_name_info::kind::permit ? slot_name(info.name, info.permit) : row;
 }
 std::string aw_table(const std::string& prefix) { return prefix + "_aw"; }
 std::string stock_table(const std::string& prefix, const std::string& s) { return prefix + "_stock_" + s; }

@@ -1,60 +1,34 @@
-// Decoding of derived lock-table row names for `sqllock status` (see status_rows.hpp). The row name
-// formats are the library's (src/core/rw_name.cpp, permit_name.cpp): a 256-byte minimum (one more
-// than the longest lock name, '.'-padded), a prefix, the user's name after its length in bytes.
+// `sqllock status`'s rows (see status_rows.hpp). The derived row name formats are the library's
+// alone: sqllock::decode_row_name parses them.
 #include "status_rows.hpp"
 
 #include <algorithm>
 #include <cstddef>
-#include <charconv>
-#include <optional>
 #include <tuple>
 
 namespace sqllock_cli {
 
-namespace {
-
-constexpr std::size_t min_row_name = 256;
-
-/// After `prefix`: "<bytes>.<name>" then the rest; the name and the rest, or nullopt.
-std::optional<std::pair<std::string_view, std::string_view>> split_named(std::string_view row, std::string_view prefix) {
-  if (row.size() < min_row_name || !row.starts_with(prefix)) return std::nullopt;
-  std::string_view rest = row.substr(prefix.size());
-  std::size_t len = 0;
-  const auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), len);
-  if (ec != std::errc() || p == rest.data() || p == rest.data() + rest.size() || *p != '.') return std::nullopt;
-  rest.remove_prefix(static_cast<std::size_t>(p - rest.data()) + 1);
-  if (len == 0 || rest.size() < len) return std::nullopt;
-  return std::pair{rest.substr(0, len), rest.substr(len)};
-}
-
-}  // namespace
-
 status_row status_row_of(const sqllock::lock_info& row) {
+  using sqllock::row_name_info;
+  const row_name_info decoded = sqllock::decode_row_name(row.name);
   status_row out;
   out.lock = row;
-  if (const auto rw = split_named(row.name, "sqllock.rwlock.")) {
-    const auto [name, rest] = *rw;
-    if (rest.starts_with(".writer") || rest.starts_with(".reader.")) {
-      out.lock.name = std::string(name);
+  out.lock.name = decoded.name;
+  switch (decoded.what) {
+    case row_name_info::kind::lock:
+      break;
+    case row_name_info::kind::writer:
+    case row_name_info::kind::reader:
       out.what = status_row::kind::read_write;
-      out.shared = rest.starts_with(".reader.");
-      return out;
-    }
-  }
-  if (const auto sem = split_named(row.name, "sqllock.semaphore.")) {
-    const auto [name, rest] = *sem;
-    constexpr std::string_view permit = ".permit.";
-    int slot = -1;
-    if (rest.starts_with(permit)) {
-      const auto digits = rest.substr(permit.size());
-      const auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), slot);
-      if (ec == std::errc() && p != digits.data() && slot >= 0) {
-        out.lock.name = std::string(name);
-        out.what = status_row::kind::semaphore;
-        out.permit = slot;
-        return out;
-      }
-    }
+      out.shared = decoded.what == row_name_info::kind::reader;
+      break;
+    case row_name_info::kind::rw_fence:
+      out.what = status_row::kind::internal;
+      break;
+    case row_name_info::kind::permit:
+      out.what = status_row::kind::semaphore;
+      out.permit = decoded.permit;
+      break;
   }
   return out;
 }
@@ -62,7 +36,10 @@ status_row status_row_of(const sqllock::lock_info& row) {
 std::vector<status_row> status_rows(const std::vector<sqllock::lock_info>& locks) {
   std::vector<status_row> rows;
   rows.reserve(locks.size());
-  for (const auto& l : locks) rows.push_back(status_row_of(l));
+  for (const auto& l : locks) {
+    status_row r = status_row_of(l);
+    if (r.what != status_row::kind::internal) rows.push_back(std::move(r));
+  }
   const auto key = [](const status_row& r) {
     const int group = r.what == status_row::kind::lock ? 0 : r.what == status_row::kind::read_write ? (r.shared ? 2 : 1) : 3;
     return std::tuple(std::string_view(r.lock.name), group, r.permit, r.lock.fencing_token);
@@ -95,6 +72,7 @@ std::vector<status_row> status_rows(const std::vector<sqllock::lock_info>& locks
 std::string mode_text(const status_row& row) {
   switch (row.what) {
     case status_row::kind::lock:
+    case status_row::kind::internal:
       return "";
     case status_row::kind::read_write:
       if (!row.shared) return row.waiting ? "exclusive (waiting for readers)" : "exclusive";

@@ -1,7 +1,9 @@
 // The rows `sqllock status` shows: the lock table's rows grouped under the names users gave.
-// A reader-writer lease and a semaphore are stored as rows under derived names (the library's
-// src/core/rw_name.hpp and permit_name.hpp); here each such row is shown under its lock's name
-// with what it is: one writer (exclusive), one of N readers (shared), or permit K of a semaphore.
+// A reader-writer lease and a semaphore are stored as rows under derived names, decoded by the
+// library's one parser (sqllock::decode_row_name); here each such row is shown under its lock's
+// name with what it is: one writer (exclusive), one of N readers (shared), or permit K of a
+// semaphore. A reader-writer lease's fence row (its fencing counter, never a hold) is not shown:
+// the lease is listed once per holder, under its own name.
 #pragma once
 
 #include <string>
@@ -13,7 +15,8 @@
 namespace sqllock_cli {
 
 struct status_row {
-  enum class kind { lock, read_write, semaphore };
+  /// internal: a row the library keeps beside a lock that is not a hold (the reader-writer fence).
+  enum class kind { lock, read_write, semaphore, internal };
   sqllock::lock_info lock;  ///< lock.name: the user's name of the lock, reader-writer lease or semaphore
   kind what = kind::lock;
   bool shared = false;  ///< read_write: a reader (true) or the writer (false)
@@ -24,13 +27,13 @@ struct status_row {
   bool waiting = false;
 };
 
-/// Decode one lock-table row name: the user's name and what the row is, or a plain lock (the name
-/// as is) when it is not a derived row name.
+/// Decode one lock-table row name (sqllock::decode_row_name): the user's name and what the row is,
+/// or a plain lock (the name as is) when it is not a derived row name.
 status_row status_row_of(const sqllock::lock_info& row);
 
-/// Every row decoded, ordered by the user's name, then plain lock, writer, readers (by fencing
-/// token), permits (by slot), each group's readers counted, a writer with another client's readers
-/// inside marked waiting.
+/// Every row decoded but the internal ones, ordered by the user's name, then plain lock, writer,
+/// readers (by fencing token), permits (by slot), each group's readers counted, a writer with
+/// another client's readers inside marked waiting.
 std::vector<status_row> status_rows(const std::vector<sqllock::lock_info>& locks);
 
 /// The MODE column: "" for a plain lock, "exclusive", "exclusive (waiting for readers)",

@@ -96,6 +96,29 @@ struct SQLLOCK_EXPORT lock_info {
   std::chrono::system_clock::time_point expires_at{};  ///< see acquired_at
 };
 
+/// What a lock-table row is. list_locks() reports rows by their row names: a plain lock's row is
+/// named as the lock, while a reader-writer lease and a semaphore keep their rows under derived
+/// names ("sqllock.rwlock.<bytes of L>.<L>.writer", ".reader.<client>.<scope>", ".fence";
+/// "sqllock.semaphore.<bytes of S>.<S>.permit.<k>"; padded with '.' to 256 bytes) that no lock
+/// name can be.
+struct SQLLOCK_EXPORT row_name_info {
+  enum class kind {
+    lock,      ///< a plain lock: `name` is the row name itself
+    writer,    ///< the writer row of the reader-writer lease `name`
+    reader,    ///< a reader row (one client's scope) of the reader-writer lease `name`
+    rw_fence,  ///< the fencing counter of the reader-writer lease `name`: never held, no holder
+    permit,    ///< permit `permit` of the semaphore `name`
+  };
+  kind what = kind::lock;
+  std::string name;  ///< the name the user gave: the lock, the reader-writer lease or the semaphore
+  int permit = -1;   ///< kind::permit: the permit's slot (0-based); -1 otherwise
+};
+
+/// Decode a lock-table row name (lock_info::name as list_locks() gives it): the one parser of the
+/// library's derived row names. Any other text, a lock name that merely looks alike included (a
+/// derived name is 256 bytes or more, a lock name at most 255), is a plain lock.
+SQLLOCK_EXPORT row_name_info decode_row_name(std::string_view row_name);
+
 /// How a lease is held.
 struct SQLLOCK_EXPORT lease_options {
   /// Lease duration; must be positive (at least 1 ms). The watchdog renews at about a third of it.

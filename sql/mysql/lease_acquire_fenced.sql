@@ -7,18 +7,7 @@
 -- Parameters: name, holder label, owner id, the new token, ttl_us, then as lease_acquire: owner,
 -- owner, take_wake_lock (0/1), wake key. MySQL 8 runs lease_acquire_fenced_no_returning, then
 -- lease_acquire_result.
-INSERT INTO {{locks}} (name, holder_id, owner, token, hold_count, acquired_at, expires_at)
-VALUES (?, ?, ?, ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE
-  token = IF(owner <=> VALUES(owner) AND expires_at > UTC_TIMESTAMP(6), token,
-             IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6), VALUES(token), token)),
-  acquired_at = IF(owner <=> VALUES(owner) AND expires_at > UTC_TIMESTAMP(6), acquired_at,
-                   IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), acquired_at)),
-  owner = IF(holder_id IS NULL OR expires_at <= UTC_TIMESTAMP(6) OR owner <=> VALUES(owner),
-             VALUES(owner), owner),
-  holder_id = IF(owner <=> VALUES(owner), VALUES(holder_id), holder_id),
-  hold_count = IF(owner <=> VALUES(owner), 1, hold_count),
-  expires_at = IF(owner <=> VALUES(owner), GREATEST(expires_at, VALUES(expires_at)), expires_at)
+{{part:acquire_fenced_upsert}}
 RETURNING owner <=> ?, token, holder_id,
   TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at),
   IF(owner <=> ? AND ? = 1, GET_LOCK(CONCAT('sqllock:', SHA1(?)), 0), NULL)

@@ -43,20 +43,6 @@ WITH {{part:epoch}}, {{part:durable}}, prev AS (
   ON CONFLICT (name) DO UPDATE SET
     token = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
                  THEN l.token ELSE greatest(l.token + 1, excluded.token) END,
-    acquired_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
-                       THEN l.acquired_at ELSE excluded.acquired_at END,
-    expires_at = CASE WHEN l.owner = excluded.owner AND l.expires_at > excluded.acquired_at
-                      THEN greatest(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
-    holder_id = excluded.holder_id,
-    owner = excluded.owner,
-    hold_count = 1
-  WHERE l.holder_id IS NULL OR l.expires_at <= excluded.acquired_at OR l.owner = excluded.owner
-  RETURNING l.token
+    {{part:acquire_conflict}}
 )
-SELECT true AS acquired, up.token, NULL::text AS holder_id, NULL::bigint AS ms_left
-FROM up CROSS JOIN durable
-UNION ALL
-SELECT false, NULL, prev.holder_id,
-       floor(extract(epoch FROM (prev.expires_at - clock_timestamp())) * 1000)::bigint
-FROM prev
-WHERE NOT EXISTS (SELECT 1 FROM up)
+{{part:acquire_answer}}

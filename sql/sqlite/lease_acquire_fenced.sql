@@ -8,12 +8,4 @@ VALUES (?1, ?2, ?3, ?5, 1, sqllock_now_ms(), sqllock_now_ms() + ?4)
 ON CONFLICT (name) DO UPDATE SET
   token       = CASE WHEN l.owner IS excluded.owner AND l.expires_at > excluded.acquired_at
                      THEN l.token ELSE excluded.token END,
-  acquired_at = CASE WHEN l.owner IS excluded.owner AND l.expires_at > excluded.acquired_at
-                     THEN l.acquired_at ELSE excluded.acquired_at END,
-  expires_at  = CASE WHEN l.owner IS excluded.owner AND l.expires_at > excluded.acquired_at
-                     THEN max(l.expires_at, excluded.expires_at) ELSE excluded.expires_at END,
-  holder_id   = excluded.holder_id,
-  owner       = excluded.owner,
-  hold_count  = 1
-WHERE l.holder_id IS NULL OR l.expires_at <= excluded.acquired_at OR l.owner IS excluded.owner
-RETURNING token
+  {{part:acquire_conflict}}

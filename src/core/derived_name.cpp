@@ -24,9 +24,10 @@ std::optional<std::pair<std::string_view, std::string_view>> derived_parse(std::
   std::string_view rest = row_name.substr(prefix.size());
   std::size_t len = 0;
   const auto [p, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), len);
-  if (ec != std::errc() || p == rest.data() || *p != '.') return std::nullopt;
+  if (ec != std::errc() || p == rest.data() || p == rest.data() + rest.size() || *p != '.') return std::nullopt;
   rest.remove_prefix(static_cast<std::size_t>(p - rest.data()) + 1);
-  if (rest.size() < len) return std::nullopt;
+  // Lock names are 1..255 bytes (one less than derived_row_min).
+  if (len == 0 || len >= derived_row_min || rest.size() < len) return std::nullopt;
   return std::pair{rest.substr(0, len), rest.substr(len)};
 }
 

@@ -32,7 +32,7 @@ std::optional<std::pair<std::string_view, int>> permit_of(std::string_view row_n
   rest.remove_prefix(permit.size());
   int slot = 0;
   const auto [q, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), slot);
-  if (ec != std::errc() || q == rest.data()) return std::nullopt;
+  if (ec != std::errc() || q == rest.data() || slot < 0) return std::nullopt;
   return std::pair{semaphore, slot};
 }
 

@@ -42,13 +42,20 @@ std::pair<std::string, std::string> rw_rows_range(std::string_view name) {
 std::string rw_reader_wait_key(std::string_view name) { return base(name) + ".readers-wait"; }
 std::string rw_drain_key(std::string_view name) { return base(name) + ".drain"; }
 
-std::optional<std::string> rw_queue_of(std::string_view row_name) {
+std::optional<std::pair<std::string_view, rw_row>> rw_row_of(std::string_view row_name) {
   const auto parsed = derived_parse(prefix, row_name);
   if (!parsed) return std::nullopt;
   const auto [name, rest] = *parsed;
-  if (rest.starts_with(".writer")) return rw_reader_wait_key(name);
-  if (rest.starts_with(".reader.")) return rw_drain_key(name);
+  if (rest.starts_with(".writer")) return std::pair{name, rw_row::writer};
+  if (rest.starts_with(".reader.")) return std::pair{name, rw_row::reader};
+  if (rest.starts_with(".fence")) return std::pair{name, rw_row::fence};
   return std::nullopt;
+}
+
+std::optional<std::string> rw_queue_of(std::string_view row_name) {
+  const auto row = rw_row_of(row_name);
+  if (!row || row->second == rw_row::fence) return std::nullopt;
+  return row->second == rw_row::writer ? rw_reader_wait_key(row->first) : rw_drain_key(row->first);
 }
 
 }  // namespace sqllock::detail

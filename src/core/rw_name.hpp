@@ -38,6 +38,13 @@ std::pair<std::string, std::string> rw_rows_range(std::string_view name);
 std::string rw_reader_wait_key(std::string_view name);
 std::string rw_drain_key(std::string_view name);
 
+/// The rows of a reader-writer lock.
+enum class rw_row { writer, reader, fence };
+
+/// If `row_name` is a row of a reader-writer lock: that lock's name and which row it is. A view
+/// into `row_name`.
+std::optional<std::pair<std::string_view, rw_row>> rw_row_of(std::string_view row_name);
+
 /// If `row_name` is a writer row: its reader-wait key; a reader row: its drain key (woken when the
 /// row is released).
 std::optional<std::string> rw_queue_of(std::string_view row_name);

@@ -452,34 +452,53 @@ class mysql_backend final : public backend {
 
   // ---- acquire and release ----------------------------------------------------------------------
 
-  /// MariaDB: one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING, wake-up lock included.
-  acquire_outcome acquire_returning(connection& c, const acquire_request& req, std::int64_t us) {
-    const bool want = options_.notifications && !galera_ && !caller_.wake_locks.count(req.name);
+  /// Whether an acquisition of `req` takes the wake-up lock beside the lease (notifications on, not
+  /// on Galera, and this caller's connection does not hold it already).
+  bool wants_wake_lock(const acquire_request& req) const {
+    return options_.notifications && !galera_ && !caller_.wake_locks.count(req.name);
+  }
+
+  /// MariaDB: the upsert with its RETURNING (lease_acquire or lease_acquire_fenced), wake-up lock
+  /// included. `params` are the upsert's own; the RETURNING's follow.
+  acquire_outcome upsert_returning(connection& c, const std::string& sql, std::vector<value> params,
+                                   const acquire_request& req) {
+    const bool want = wants_wake_lock(req);
+    params.insert(params.end(),
+                  {req.owner, req.owner, static_cast<std::int64_t>(want ? 1 : 0), waker::key(scope_, req.name)});
     count_statement();
-    result_rows r = c.query(sql_.acquire,
-                            {req.name, req.holder, req.owner, us, req.owner, req.owner,
-                             static_cast<std::int64_t>(want ? 1 : 0), waker::key(scope_, req.name)},
-                            "lease_acquire", true);
+    result_rows r = c.query(sql, params, "lease_acquire", true);
     if (r.empty() || r[0].size() < 5) {
       throw database_error("mysql lease_acquire: no row returned", std::string(backend_name), "", "lease_acquire");
     }
     return outcome_of(r[0], req, want ? r[0][4] : std::optional<std::string>("1"));
   }
 
-  /// MySQL 8 (no RETURNING): the upsert, then one read of the row (and the wake-up lock).
-  acquire_outcome acquire_plain(connection& c, const acquire_request& req, std::int64_t us) {
+  /// MySQL 8 (no RETURNING): the upsert (lease_acquire_no_returning or its fenced form), then one
+  /// read of the row (lease_acquire_result) and, when it was acquired, the wake-up lock.
+  acquire_outcome upsert_then_read(connection& c, const std::string& sql, const std::vector<value>& params,
+                                   const acquire_request& req) {
     count_statement();
-    c.execute(sql_.acquire_plain, {req.name, req.holder, req.owner, us}, "lease_acquire", true);
+    c.execute(sql, params, "lease_acquire", true);
     count_statement();
     result_rows r = c.query(sql_.acquire_result, {req.owner, req.name}, "lease_acquire", true);
     if (r.empty()) throw database_error("mysql lease_acquire: no row", std::string(backend_name), "", "lease_acquire");
     std::optional<std::string> got("1");
-    if (truthy(r[0][0]) && options_.notifications && !galera_ && !caller_.wake_locks.count(req.name)) {
+    if (truthy(r[0][0]) && wants_wake_lock(req)) {
       count_statement();
       result_rows w = c.query(sql_.wake_take, {waker::key(scope_, req.name)}, "wake_lock_take");
       got = w.empty() ? std::nullopt : w[0][0];
     }
     return outcome_of(r[0], req, got);
+  }
+
+  /// MariaDB: one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING, wake-up lock included.
+  acquire_outcome acquire_returning(connection& c, const acquire_request& req, std::int64_t us) {
+    return upsert_returning(c, sql_.acquire, {req.name, req.holder, req.owner, us}, req);
+  }
+
+  /// MySQL 8 (no RETURNING): the upsert, then one read of the row (and the wake-up lock).
+  acquire_outcome acquire_plain(connection& c, const acquire_request& req, std::int64_t us) {
+    return upsert_then_read(c, sql_.acquire_plain, {req.name, req.holder, req.owner, us}, req);
   }
 
   /// A reader-writer row: one transaction advances the name's fence (locking it first) and takes
@@ -513,32 +532,9 @@ class mysql_backend final : public backend {
           token = floor;
         }
       }
-      acquire_outcome out;
-      if (returning_) {
-        const bool want = options_.notifications && !galera_ && !caller_.wake_locks.count(req.name);
-        count_statement();
-        result_rows r = c.query(sql_.acquire_fenced,
-                                {req.name, req.holder, req.owner, token, us, req.owner, req.owner,
-                                 static_cast<std::int64_t>(want ? 1 : 0), waker::key(scope_, req.name)},
-                                "lease_acquire", true);
-        if (r.empty() || r[0].size() < 5) {
-          throw database_error("mysql lease_acquire: no row returned", std::string(backend_name), "", "lease_acquire");
-        }
-        out = outcome_of(r[0], req, want ? r[0][4] : std::optional<std::string>("1"));
-      } else {
-        count_statement();
-        c.execute(sql_.acquire_fenced_plain, {req.name, req.holder, req.owner, token, us}, "lease_acquire", true);
-        count_statement();
-        result_rows r = c.query(sql_.acquire_result, {req.owner, req.name}, "lease_acquire", true);
-        if (r.empty()) throw database_error("mysql lease_acquire: no row", std::string(backend_name), "", "lease_acquire");
-        std::optional<std::string> got("1");
-        if (truthy(r[0][0]) && options_.notifications && !galera_ && !caller_.wake_locks.count(req.name)) {
-          count_statement();
-          result_rows w = c.query(sql_.wake_take, {waker::key(scope_, req.name)}, "wake_lock_take");
-          got = w.empty() ? std::nullopt : w[0][0];
-        }
-        out = outcome_of(r[0], req, got);
-      }
+      const acquire_outcome out =
+          returning_ ? upsert_returning(c, sql_.acquire_fenced, {req.name, req.holder, req.owner, token, us}, req)
+                     : upsert_then_read(c, sql_.acquire_fenced_plain, {req.name, req.holder, req.owner, token, us}, req);
       c.run_simple(out.acquired ? "COMMIT" : "ROLLBACK", "lease_acquire");
       return out;
     } catch (...) {

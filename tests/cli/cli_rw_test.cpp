@@ -116,9 +116,17 @@ TEST_F(cli_rw, status_shows_readers_and_the_writer_under_the_lock_s_name) {
   const std::string fence_r1 = read_file(path("r1")).substr(0, read_file(path("r1")).find('\n'));
   const std::string fence_w = read_file(path("w")).substr(0, read_file(path("w")).find('\n'));
 
+  // Each reader-writer lease has a fence row in the table (its fencing counter, no holder): the
+  // library's bookkeeping, which status never lists (the lease shows once per holder).
+  const auto fences = run_process({"sqlite3", dir_ + "/locks.db",
+                                   "SELECT rtrim(name, '.') FROM sqllock_locks WHERE name LIKE 'sqllock.rwlock.%.fence%' "
+                                   "ORDER BY name"});
+  ASSERT_EQ(fences.exit_code, 0) << fences.err;
+  EXPECT_EQ(fences.out, "sqllock.rwlock.2.db.fence\nsqllock.rwlock.2.wr.fence\n");
   const auto table = run_process({cli_path(), "status", "--url", url_});
   EXPECT_EQ(table.exit_code, 0) << table.err;
   EXPECT_EQ(table.out.find("sqllock.rwlock"), std::string::npos) << table.out;
+  EXPECT_EQ(table.out.find("fence"), std::string::npos) << table.out;
   EXPECT_EQ(table.out.rfind("NAME   MODE                HOLDER    FENCE", 0), 0u) << table.out;
   std::istringstream lines(table.out);
   std::vector<std::string> rows;

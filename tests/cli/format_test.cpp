@@ -98,6 +98,24 @@ TEST(format, status_rows_decode_derived_row_names) {
   EXPECT_EQ(sqllock_cli::mode_text(rows[3]), "shared (2 readers)");
 }
 
+// A reader-writer lease's fence row (its fencing counter: no holder, never a hold) is the
+// library's bookkeeping: `status` lists the lease once per holder under its own name, never the
+// fence row, not even when a listing hands one over.
+TEST(format, status_rows_leave_out_the_reader_writer_fence_row) {
+  const auto padded = [](std::string s) { return s.size() < 256 ? s + std::string(256 - s.size(), '.') : s; };
+  const auto row = [](std::string name) { return sqllock::lock_info{std::move(name), "h", 1, 1, 1000ms, "o", {}, {}}; };
+  const auto rows = sqllock_cli::status_rows(
+      {row(padded("sqllock.rwlock.2.db.fence")), row(padded("sqllock.rwlock.2.db.writer")), row("plain")});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].lock.name, "db");
+  EXPECT_EQ(sqllock_cli::mode_text(rows[0]), "exclusive");
+  EXPECT_EQ(rows[1].lock.name, "plain");
+  const std::string table = sqllock_cli::locks_table(
+      std::vector<sqllock::lock_info>{row(padded("sqllock.rwlock.2.db.fence")), row(padded("sqllock.rwlock.2.db.writer"))}, {});
+  EXPECT_EQ(table.find("sqllock.rwlock"), std::string::npos) << table;
+  EXPECT_EQ(table.find("fence"), std::string::npos) << table;
+}
+
 // With fair-mode waiters, status prints the lock table, a blank line and the queue table: the
 // same column rules (two spaces apart, POS right-aligned like FENCE, wide characters counted twice).
 TEST(format, table_with_a_queue_aligns_both_tables) {

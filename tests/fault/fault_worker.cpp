@@ -210,17 +210,11 @@ std::string lock_row_of(const std::string& logged_with_table) {
   if (hash == std::string::npos) return logged;
   return sqllock::detail::permit_row_name(logged.substr(0, hash), std::stoi(logged.substr(hash + 1)));
 }
-// The inverse, for on_lost (which receives the row name): "sqllock.semaphore.<len>.<S>.permit.<k>..." ->
-// "<S>#<k>"; any other name unchanged.
+// The inverse, for on_lost (which receives the row name): a permit row (the library's decode_row_name)
+// -> "<S>#<k>"; any other name unchanged.
 std::string logged_name_of_row(const std::string& row) {
-  const std::string pre = "sqllock.semaphore.";
-  if (!sqllock::detail::permit_queue_of(row)) return row;
-  std::size_t dot = row.find('.', pre.size());
-  std::size_t len = std::stoul(row.substr(pre.size(), dot - pre.size()));
-  std::string sem = row.substr(dot + 1, len);
-  std::size_t k0 = dot + 1 + len + std::string(".permit.").size();
-  std::size_t k1 = row.find('.', k0);
-  return slot_name(sem, std::stoi(row.substr(k0, k1 == std::string::npos ? std::string::npos : k1 - k0)));
+  const auto info = sqllock::decode_row_name(row);
+  return info.what == sqllock::row_name_info::kind::permit ? slot_name(info.name, info.permit) : row;
 }
 std::string aw_table(const std::string& prefix) { return prefix + "_aw"; }
 std::string stock_table(const std::string& prefix, const std::string& s) { return prefix + "_stock_" + s; }
@@ -751,6 +745,41 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
   };
 
+  // One hold of the reader-writer or fair shape, its invoke already logged: `attempt()` tries the
+  // acquisition (an empty guard: timed out); its outcome is logged with detail `shape`, the lease is
+  // held for pick(hold_lo, hold_hi) ms (picked after the acquisition), then released, and that is
+  // logged too.
+  auto hold_once = [&](const std::string& name, const char* shape, long long hold_lo, long long hold_hi,
+                       auto&& attempt) {
+    std::optional<sqllock::lease_guard> g;
+    std::string failure;
+    try {
+      g = attempt();
+      if (!g) failure = "timeout";
+    } catch (const std::exception& e) {
+      failure = error_kind(e);
+      log.line("E", "acquire", failure, now_us(), e.what());
+    }
+    if (!g) {
+      op(failure == "timeout" ? "fail" : phase_of(failure), "acquire", name, 0, failure);
+      return;
+    }
+    consecutive_errors = 0;
+    op("ok", "acquire", name, g->fencing_token(), shape);
+    std::this_thread::sleep_for(std::chrono::milliseconds(pick(hold_lo, hold_hi)));
+    if (g->lost()) op("lost", "outer", name, g->fencing_token(), "flag");
+    const auto token = g->fencing_token();
+    op("invoke", "release", name, token, shape);
+    std::string result = "ok";
+    try {
+      g->release();
+    } catch (const std::exception& e) {
+      result = error_kind(e);
+    }
+    op(result == "ok" ? "ok" : (result == "lease_lost" || result == "not_holder") ? "fail" : "unknown", "release",
+       name, token, result == "ok" ? shape : result);
+  };
+
   // Reader-writer leases (--rw-pct): names <prefix>_rw0..1, used only this way (a name is either
   // a plain lock or a reader-writer lease); half the holds read, half write. Logged as
   // acquisitions with detail read|write (no A line: the driver's plain-lock checks do not apply);
@@ -769,33 +798,9 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       log.line("O", now_us(), "lost", "outer", name + sfx, tok, "callback");
     };
     op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + "," + mode);
-    std::optional<sqllock::lease_guard> g;
-    std::string failure;
-    try {
-      g = write && broken != "rw" ? c->try_acquire_write_for(name, wait, lo) : c->try_acquire_read_for(name, wait, lo);
-      if (!g) failure = "timeout";
-    } catch (const std::exception& e) {
-      failure = error_kind(e);
-      log.line("E", "acquire", failure, now_us(), e.what());
-    }
-    if (!g) {
-      op(failure == "timeout" ? "fail" : phase_of(failure), "acquire", name, 0, failure);
-      return;
-    }
-    consecutive_errors = 0;
-    op("ok", "acquire", name, g->fencing_token(), mode);
-    std::this_thread::sleep_for(std::chrono::milliseconds(pick(5, std::max(6LL, ttl_ms / 2))));
-    if (g->lost()) op("lost", "outer", name, g->fencing_token(), "flag");
-    const auto token = g->fencing_token();
-    op("invoke", "release", name, token, mode);
-    std::string result = "ok";
-    try {
-      g->release();
-    } catch (const std::exception& e) {
-      result = error_kind(e);
-    }
-    op(result == "ok" ? "ok" : (result == "lease_lost" || result == "not_holder") ? "fail" : "unknown", "release",
-       name, token, result == "ok" ? mode : result);
+    hold_once(name, mode, 5, std::max(6LL, ttl_ms / 2), [&] {
+      return write && broken != "rw" ? c->try_acquire_write_for(name, wait, lo) : c->try_acquire_read_for(name, wait, lo);
+    });
   };
 
   // Fair leases (--fair-pct): the name <prefix>_fair0, used only this way and only fair (client.hpp:
@@ -817,33 +822,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     op("invoke", "acquire", name, 0,
        "ttl=" + std::to_string(ttl_ms) + ",fair,wait=" + std::to_string(wait.count()) +
            ",ticket_ttl=" + std::to_string(lo.fair_ticket_ttl.count()));
-    std::optional<sqllock::lease_guard> g;
-    std::string failure;
-    try {
-      g = c->try_acquire_for(name, wait, lo);
-      if (!g) failure = "timeout";
-    } catch (const std::exception& e) {
-      failure = error_kind(e);
-      log.line("E", "acquire", failure, now_us(), e.what());
-    }
-    if (!g) {
-      op(failure == "timeout" ? "fail" : phase_of(failure), "acquire", name, 0, failure);
-      return;
-    }
-    consecutive_errors = 0;
-    op("ok", "acquire", name, g->fencing_token(), "fair");
-    std::this_thread::sleep_for(std::chrono::milliseconds(pick(50, std::clamp(ttl_ms / 3, 51LL, 1000LL))));
-    if (g->lost()) op("lost", "outer", name, g->fencing_token(), "flag");
-    const auto token = g->fencing_token();
-    op("invoke", "release", name, token, "fair");
-    std::string result = "ok";
-    try {
-      g->release();
-    } catch (const std::exception& e) {
-      result = error_kind(e);
-    }
-    op(result == "ok" ? "ok" : (result == "lease_lost" || result == "not_holder") ? "fail" : "unknown", "release",
-       name, token, result == "ok" ? "fair" : result);
+    hold_once(name, "fair", 50, std::clamp(ttl_ms / 3, 51LL, 1000LL), [&] { return c->try_acquire_for(name, wait, lo); });
   };
 
   while (!g_stop.load() && c) {

@@ -41,3 +41,29 @@ TEST(EmbeddedSql, APartIsRenderedInPlaceAndSharedByTheStatementsThatUseIt) {
         << statement;
   }
 }
+
+TEST(EmbeddedSql, ThePlainAndTheFencedAcquireShareOneConflictClausePerDialect) {
+  // The part that decides who may take a row (free, expired, or this owner's own retried acquire)
+  // exists once per dialect; the plain and the reader-writer (fenced) acquire differ only in the
+  // token a new acquisition gets.
+  struct statement {
+    const char* dialect;
+    const char* name;
+    const char* part;
+  };
+  for (const statement& s : {statement{"postgresql", "lease_acquire", "acquire_conflict"},
+                             statement{"postgresql", "lease_acquire_fenced", "acquire_conflict"},
+                             statement{"sqlite", "lease_acquire", "acquire_conflict"},
+                             statement{"sqlite", "lease_acquire_fenced", "acquire_conflict"},
+                             statement{"mysql", "part_acquire_upsert", "acquire_conflict"},
+                             statement{"mysql", "part_acquire_fenced_upsert", "acquire_conflict"},
+                             statement{"mysql", "lease_acquire", "acquire_upsert"},
+                             statement{"mysql", "lease_acquire_no_returning", "acquire_upsert"},
+                             statement{"mysql", "lease_acquire_fenced", "acquire_fenced_upsert"},
+                             statement{"mysql", "lease_acquire_fenced_no_returning", "acquire_fenced_upsert"}}) {
+    const std::string_view text = embedded_sql(s.dialect, s.name);
+    EXPECT_NE(text.find("{{part:" + std::string(s.part) + "}}"), std::string_view::npos) << s.dialect << " " << s.name;
+    EXPECT_EQ(text.find("hold_count = "), std::string_view::npos) << s.dialect << " " << s.name << " has its own copy";
+    EXPECT_EQ(text.find("hold_count  = "), std::string_view::npos) << s.dialect << " " << s.name << " has its own copy";
+  }
+}

@@ -559,6 +559,36 @@ TEST(RwName, DerivedRowNamesKeepTheirExactBytes) {
   EXPECT_EQ(d::permit_row_name(long_name, 0), "sqllock.semaphore.255." + long_name + ".permit.0");
 }
 
+// The public decoder of row names (sqllock::decode_row_name, used by `sqllock status`) reads back
+// exactly what the library writes, and nothing that a lock name can be.
+TEST(RwName, TheOnePublicDecoderReadsBackEveryDerivedRowName) {
+  using kind = sqllock::row_name_info::kind;
+  const auto check = [](const std::string& row, kind what, const std::string& name, int permit = -1) {
+    const auto info = sqllock::decode_row_name(row);
+    EXPECT_EQ(info.what, what) << row;
+    EXPECT_EQ(info.name, name) << row;
+    EXPECT_EQ(info.permit, permit) << row;
+  };
+  const std::string long_name(255, 'q');
+  for (const std::string name : {std::string("job"), std::string("a.b.writer"), std::string("x"), long_name}) {
+    check(d::rw_writer_row(name), kind::writer, name);
+    check(d::rw_reader_row(name, "6014bb26ddea54bcdb8be39fb9715de9", 42), kind::reader, name);
+    check(d::rw_fence_row(name), kind::rw_fence, name);
+    check(d::permit_row_name(name, 0), kind::permit, name, 0);
+    check(d::permit_row_name(name, d::max_semaphore_permits - 1), kind::permit, name, d::max_semaphore_permits - 1);
+    check(name, kind::lock, name);
+  }
+  const auto pad = [](std::string s) { return s + std::string(256 - s.size(), '.'); };
+  // Lock names (at most 255 bytes) stay plain locks, however alike; so do malformed derived names.
+  for (const std::string plain : {std::string("sqllock.rwlock.3.job.writer"), pad("sqllock.rwlock.3.job.writer").substr(0, 255),
+                                  pad("sqllock.rwlock.0..writer"), pad("sqllock.rwlock.3.job.owner"),
+                                  pad("sqllock.rwlock.x.job.writer"), pad("sqllock.rwlock.999.job.writer"),
+                                  pad("sqllock.semaphore.3.job.permit.x"), pad("sqllock.semaphore.3.job.permit.-1"),
+                                  std::string(256, '.') + "sqllock.rwlock.3.job.writer"}) {
+    check(plain, kind::lock, plain);
+  }
+}
+
 // The waiting loop is shared: a semaphore permit and a fair lock ride out rolled-back statements
 // too (retryable_error), time out plainly at their deadline, and a single try still reports it.
 TEST(Engine, AWaitingPermitAcquireRidesOutRolledBackStatementsAndTimesOutPlainly) {

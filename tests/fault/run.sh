@@ -31,8 +31,12 @@ esac
 worker=${SQLLOCK_FAULT_WORKER:-$build/tests/fault/fault_worker}
 proxy=${SQLLOCK_FAULT_PROXY:-$(dirname "$worker")/fault_proxy}
 if [[ ! -x $worker || ! -x $proxy ]]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLLOCK_BUILD_CLI=OFF \
-    -DSQLLOCK_BUILD_EXAMPLES=OFF >/dev/null
+  # A build directory of the caller's keeps its own options (configuring it here with the CLI off
+  # would drop the CLI's tests from it); only a new one is configured, lean.
+  if [[ ! -f $build/CMakeCache.txt ]]; then
+    cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLLOCK_BUILD_CLI=OFF \
+      -DSQLLOCK_BUILD_EXAMPLES=OFF >/dev/null
+  fi
   cmake --build "$build" -j 2 --target fault_worker fault_proxy
 fi
 

@@ -217,6 +217,11 @@ class SQLLOCK_EXPORT lease_guard {
   /// the database answers or the lease has expired). The guard is finished either way; calling
   /// release() on a finished or empty guard does nothing.
   void release();
+  /// release(), waiting at most `bound` (at least 250 ms) for the database's answer: unanswered, it
+  /// throws connection_lost and the client sends the release again in the background, as above.
+  /// For a caller with a deadline of its own (acquire_all gives back with what is left of its
+  /// timeout). A release is also never waited for past the lease's local expiry estimate.
+  void release(std::chrono::milliseconds bound);
 
  private:
   friend class client;

@@ -69,6 +69,14 @@ void lease_guard::release() {
   state_->engine->release(*state_);
 }
 
+void lease_guard::release(std::chrono::milliseconds bound) {
+  if (bound.count() < 0) throw invalid_argument("lease_guard::release: negative bound");
+  if (!state_ || state_->finished.load()) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto representable = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::time_point::max() - now);
+  state_->engine->release(*state_, bound < representable ? now + bound : std::chrono::steady_clock::time_point::max());
+}
+
 // ---- client ----
 
 client::client(std::unique_ptr<detail::backend> b, const client_options& options)

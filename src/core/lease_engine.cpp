@@ -906,7 +906,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   }
 }
 
-void lease_engine::release(lease_state& hold) {
+void lease_engine::release(lease_state& hold, std::optional<steady::time_point> by) {
   auto request = book_.drop(hold);
   if (!request) return;  // finished already, or an inner hold: the lease stays
   auto& a = *hold.acq;
@@ -916,6 +916,8 @@ void lease_engine::release(lease_state& hold) {
   // still gets release_floor to free the row early.
   const auto now = steady::now();
   request->deadline = std::min(now + io_timeout, std::max(book_.loss_point(a), now + release_floor));
+  // The caller's own bound (a multi-lock giving back at its deadline), with the same floor.
+  if (by) request->deadline = std::min(request->deadline, std::max(*by, now + release_floor));
   bool released = false;
   try {
     released = db_->release(*request, lane::caller);

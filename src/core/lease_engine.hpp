@@ -67,7 +67,7 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
                                             bool throw_on_timeout);
   /// Drop a hold; the last hold of an acquisition releases it in the database. A no-op when the
   /// hold is already finished. Throws lease_lost when the owner check fails.
-  void release(lease_state& hold);
+  void release(lease_state& hold, std::optional<steady::time_point> by = std::nullopt);
   /// Renew now (explicit lease_guard::renew()).
   void renew(lease_state& hold);
 

@@ -375,7 +375,7 @@ class mysql_backend final : public backend {
   void open_lane(lane_state& l, steady::time_point deadline) {
     int fd = -1;
     const int connect_s = whole_seconds_up(time_until(deadline, std::chrono::milliseconds(1)));
-    auto raw = open_connection(params_, /*found_rows=*/false, lease_read_timeout_s, &fd, connect_s);
+    auto raw = open_connection(params_, /*found_rows=*/false, lease_read_timeout_s, &fd, connect_s, deadline);
     auto c = std::make_unique<connection>(std::move(raw));
     c->set_socket_fd(fd);
     auto armed = timer_.arm(fd, deadline);

@@ -144,17 +144,19 @@ std::map<int, socket_info> connected_sockets() {
 }
 
 /// Serializes sqllock's own connects, so that the socket a connect opened can be told apart.
-std::mutex& connect_mutex() {
-  static std::mutex m;
+std::timed_mutex& connect_mutex() {
+  static std::timed_mutex m;
   return m;
 }
 
 }  // namespace
 
 std::unique_ptr<sql::Connection> open_connection(const connect_params& params, bool found_rows, int read_timeout_s,
-                                                 int* socket_fd, int connect_timeout_s) {
-  const auto deadline = std::chrono::steady_clock::now() +
-                        std::chrono::seconds(connect_timeout_s > 0 ? connect_timeout_s : params.connect_timeout_s);
+                                                 int* socket_fd, int connect_timeout_s,
+                                                 std::chrono::steady_clock::time_point until) {
+  auto deadline = std::chrono::steady_clock::now() +
+                  std::chrono::seconds(connect_timeout_s > 0 ? connect_timeout_s : params.connect_timeout_s);
+  if (until != std::chrono::steady_clock::time_point{}) deadline = std::min(deadline, until);
   const database_url& url = params.url;
   const int server_port = url.port > 0 ? url.port : 3306;
   sql::ConnectOptionsMap props;
@@ -220,7 +222,14 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
     };
     if (socket_fd) {
       *socket_fd = -1;
-      std::lock_guard lock(connect_mutex());
+      // Waited for no longer than this connect's own deadline: another lane's connect into a
+      // partition must not hold this one (a release bounded by its caller's deadline) for its own.
+      std::unique_lock lock(connect_mutex(), std::defer_lock);
+      if (!lock.try_lock_until(deadline)) {
+        throw connection_lost("mysql: cannot connect to " + url.redacted() +
+                                  ": no answer in time (another connect of this process was still waiting)",
+                              std::string(backend_name), "", "connect");
+      }
       const auto before = connected_sockets();
       // The handshake after the TCP connect is bounded by the read timeout only (whole seconds, and
       // the socket is not known yet): at the deadline, shut down whatever socket this connect

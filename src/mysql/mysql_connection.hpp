@@ -88,10 +88,13 @@ struct connect_params {
 /// Open a connection. found_rows: CLIENT_FOUND_ROWS (affected rows = matched rows).
 /// read_timeout_s 0: none. connect_timeout_s 0: the URL's. With `socket_fd`, also finds the
 /// connection's socket (-1 when it cannot be told apart from another one opened at the same
-/// moment), and bounds the whole connect, handshake included, by connect_timeout_s. Throws
-/// connection_lost (unreachable) or invalid_argument (bad option).
+/// moment), and bounds the whole connect, handshake included, by connect_timeout_s, or by `until`
+/// when that is set and earlier (the driver counts whole seconds; `until` is kept to the
+/// millisecond by shutting the new socket down). Throws connection_lost (unreachable) or
+/// invalid_argument (bad option).
 std::unique_ptr<sql::Connection> open_connection(const connect_params& params, bool found_rows, int read_timeout_s,
-                                                 int* socket_fd = nullptr, int connect_timeout_s = 0);
+                                                 int* socket_fd = nullptr, int connect_timeout_s = 0,
+                                                 std::chrono::steady_clock::time_point until = {});
 
 /// Shuts a connection's socket down at a deadline, so that a statement blocked on it (a partition,
 /// a hung server) returns at once with a lost connection: Connector/C++ 1.1 has no timeout finer

@@ -31,6 +31,23 @@ void roll_back(std::vector<lease_guard>& taken) noexcept {
   while (!taken.empty()) taken.pop_back();
 }
 
+/// acquire_all's give-back of a set it did not get: as roll_back, each release waiting only for
+/// what is left of the call's deadline (at least one answer's time); one that is not answered by
+/// then is sent again by the client in the background. Never throws.
+void give_back(std::vector<lease_guard>& taken, bool bounded, steady::time_point deadline) noexcept {
+  while (!taken.empty()) {
+    if (bounded) {
+      try {
+        const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
+        taken.back().release(std::max(left, milliseconds(0)));
+      } catch (...) {
+        // Lost (the owner check failed) or unanswered (re-sent): the set is not held either way.
+      }
+    }
+    taken.pop_back();
+  }
+}
+
 }  // namespace
 
 multi_lease_guard& multi_lease_guard::operator=(multi_lease_guard&& other) noexcept {
@@ -106,7 +123,7 @@ multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names, 
         taken.push_back(c.acquire_for(name, std::max(left, milliseconds(0)), options, stop));
       }
     } catch (...) {
-      roll_back(taken);
+      give_back(taken, bounded, deadline);
       throw;
     }
     // A lease taken early may have been lost while a later name was waited for (it expired
@@ -119,7 +136,7 @@ multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names, 
       return out;
     }
     const std::string lost_name = lost->name();
-    roll_back(taken);
+    give_back(taken, bounded, deadline);
     if (stop.stop_requested()) throw cancelled("acquire_all: cancelled");
     if (bounded && steady::now() >= deadline) {
       throw acquire_timeout("acquire_all: the lease of '" + lost_name +

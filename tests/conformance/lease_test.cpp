@@ -23,6 +23,22 @@ TEST(Lease, FreshNameIsAcquiredAndShownAsHeld) {
   EXPECT_LE(info->time_left, 31s);
 }
 
+TEST(Lease, AReleaseWithABoundFreesTheNameAndANegativeBoundChangesNothing) {
+  auto a = make_client();
+  auto b = make_client();
+  auto name = unique_name("release_bound");
+  auto g = a.try_acquire(name);
+  ASSERT_TRUE(g);
+  EXPECT_THROW(g->release(-1ms), sqllock::invalid_argument);
+  EXPECT_TRUE(g->owns());
+  EXPECT_FALSE(b.try_acquire(name));
+  g->release(2s);
+  EXPECT_FALSE(g->owns());
+  EXPECT_FALSE(a.inspect(name));
+  EXPECT_NO_THROW(g->release(1s));  // finished: nothing to do
+  EXPECT_TRUE(b.try_acquire(name));
+}
+
 TEST(Lease, LiveLeaseOfAnotherHolderIsNotTaken) {
   auto a = make_client();
   auto b = make_client();

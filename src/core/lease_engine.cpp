@@ -948,8 +948,7 @@ void lease_engine::release(lease_state& hold) {
     return;
   }
   const bool was_lost = a.lost.load();
-  auto notices = book_.mark_lost(a, "the owner check failed on release");
-  run_notices(notices);
+  book_.mark_lost(a, "the owner check failed on release");
   throw lease_lost("lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") was " +
                        (was_lost ? "lost earlier" : "lost") + ": expired and taken over, or force-released",
                    std::string(db_->kind()), "", "lease_release");
@@ -957,8 +956,7 @@ void lease_engine::release(lease_state& hold) {
 
 void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* statement) {
   auto fail_lost = [&](const std::string& why) {
-    auto notices = book_.mark_lost(a, why);
-    run_notices(notices);
+    book_.mark_lost(a, why);
     throw lease_lost("lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") " + why,
                      std::string(db_->kind()), "", statement);
   };
@@ -974,8 +972,7 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
     try {
       auto matched = db_->renew(batch.items, loss_at);
       if (matched.empty()) fail_lost("was lost: the owner check failed on renew");
-      auto notices = book_.renewed(batch, matched, t0, false, "");
-      run_notices(notices);
+      book_.renewed(batch, matched, t0, false, "");
       if (options_.log) {
         log_message(options_, log_level::debug,
                     "renewed '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") for " +

@@ -126,10 +126,12 @@ struct SQLLOCK_EXPORT lease_options {
   /// Renew automatically while held (the watchdog). Off: the lease simply expires after ttl.
   bool auto_renew = true;
   /// Called once when the lease is found lost: from the client's deadline thread (at the local
-  /// expiry estimate, whatever I/O is in flight), the watchdog, or renew(). Must not block long.
+  /// expiry estimate, whatever I/O is in flight), the watchdog, or renew(); after the lease's earlier
+  /// notices (events.hpp: event_callback), so a blocking on_at_risk delays it. Must not block long.
   std::function<void(const std::string& name, std::int64_t fencing_token)> on_lost;
   /// Called once, before on_lost, when less than a third of the TTL is left by the local expiry
-  /// estimate (renewals have failed or are late), so a holder can stop writing early.
+  /// estimate (renewals have failed or are late), so a holder can stop writing early. Never after
+  /// on_lost: not called when the lease is lost before it could be.
   std::function<void(const std::string& name, std::int64_t fencing_token)> on_at_risk;
   /// Upper bound on holding (ShedLock's lockAtMostFor): the watchdog stops renewing this long after
   /// the acquisition, so a stuck holder cannot keep the lock forever. Zero: no bound.

@@ -41,12 +41,21 @@ struct lease_event {
   std::string_view reason;     ///< lost, statement_error: a message for humans
 };
 
-/// Receives lease events. Called from the thread that caused the event (the caller of acquire or
-/// release, the watchdog, or the deadline thread), never while sqllock holds a lock of its own: a
-/// hook may call back into the client (inspect, list_locks, try_acquire, release a guard) without
-/// deadlocking. It should return quickly and never wait: a hook run by the watchdog delays every
-/// renewal behind it, so a waiting acquire there can cost leases. An exception thrown by a hook is
-/// caught and reported to client_options::log (warning); the operation goes on unaffected.
+/// Receives lease events, never while sqllock holds a lock of its own: a hook may call back into the
+/// client (inspect, list_locks, try_acquire, release a guard) without deadlocking.
+/// - acquired, released, statement_error: called from the thread that caused the event (the caller
+///   of acquire or release, or the watchdog).
+/// - renewed, at_risk, lost (and lease_options::on_at_risk, on_lost): told per lease one at a time,
+///   in the order the client decided them, by the thread that decided them (the watchdog, the
+///   deadline thread, or a caller's renew() or release()) or another of these that is telling such
+///   notices at that moment. While one of a lease's notices is being told, its next ones wait for
+///   that call to return and are told by the same thread (so the call that found a loss may return
+///   before its lost event). An at_risk or renewed not yet told when its lease is lost is no longer
+///   true and is dropped: nothing of a lease comes after its lost.
+/// A hook should return quickly and never wait: a hook run by the watchdog delays every renewal
+/// behind it, so a waiting acquire there can cost leases, and a hook that waits delays the later
+/// notices of its lease, on_lost included (lease_guard::lost() is true at once). An exception thrown
+/// by a hook is caught and reported to client_options::log (warning); the operation goes on unaffected.
 /// With no hook set, events cost one branch: nothing is allocated or locked.
 using event_callback = std::function<void(const lease_event&)>;
 

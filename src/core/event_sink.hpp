@@ -25,9 +25,10 @@ struct event_fields {
 };
 
 /// One per client, shared (later() callbacks keep it alive, so they may run after the client is
-/// gone: a hook that drops the last guard of a closed client). emit() must be called with no lock of sqllock held (the hook may call back into
-/// the client); units that find events under their lock return later() callbacks instead. Every
-/// caller checks enabled() first, so that a client without a hook builds nothing.
+/// gone: a hook that drops the last guard of a closed client). emit() must be called with no lock
+/// of sqllock held (the hook may call back into the client); the lease book, which finds events
+/// under its lock, queues later() callbacks instead (notice_queue). Every caller checks enabled()
+/// first, so that a client without a hook builds nothing.
 class event_sink : public std::enable_shared_from_this<event_sink> {
  public:
   event_sink(const client_options& options, std::string_view backend, std::string holder)

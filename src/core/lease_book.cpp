@@ -9,17 +9,6 @@ using std::chrono::milliseconds;
 
 milliseconds loss_margin(milliseconds ttl) noexcept { return std::clamp(ttl / 20, milliseconds(0), milliseconds(500)); }
 
-void run_notices(std::vector<lease_notice>& notices) noexcept {
-  for (auto& n : notices) {
-    if (!n.callback) continue;
-    try {
-      n.callback(n.name, n.token);
-    } catch (...) {
-      // A callback that throws must not take the thread that runs it down.
-    }
-  }
-}
-
 namespace {
 
 steady::rep ticks(steady::time_point t) { return t.time_since_epoch().count(); }
@@ -177,15 +166,15 @@ renew_batch lease_book::due(steady::time_point now) {
   return batch;
 }
 
-std::vector<lease_notice> lease_book::renewed(const renew_batch& batch, const std::vector<std::size_t>& matched,
-                                              steady::time_point t0, bool failed, const std::string& why) {
+void lease_book::renewed(const renew_batch& batch, const std::vector<std::size_t>& matched, steady::time_point t0,
+                         bool failed, const std::string& why) {
   std::vector<bool> ok(batch.items.size(), false);
   for (auto i : matched) {
     if (i < ok.size()) ok[i] = true;
   }
   std::vector<lease_notice> notices;
   const auto now = steady::now();
-  std::lock_guard lk(mu_);
+  std::unique_lock lk(mu_);
   for (std::size_t i = 0; i < batch.items.size(); ++i) {
     auto& a = *batch.acquisitions[i];
     if (a.lost.load() || a.released) continue;
@@ -201,20 +190,27 @@ std::vector<lease_notice> lease_book::renewed(const renew_batch& batch, const st
       a.next_renew = t0 + ttl / 3;
       a.at_risk_reported = false;
       if (events_ && events_->enabled()) {
-        notices.push_back({events_->later(event_kind::renewed, {.ttl = ttl}), a.ref.name, a.ref.token});
+        notices.push_back(
+            {events_->later(event_kind::renewed, {.ttl = ttl}), a.ref.name, a.ref.token, a.id, notice_kind::renewed});
       }
     } else {
-      auto n = lost_locked(a, "the owner check failed on renewal (expired and taken over, or released by force)");
-      notices.insert(notices.end(), n.begin(), n.end());
+      lost_locked(a, "the owner check failed on renewal (expired and taken over, or released by force)", notices);
     }
   }
   if (failed && log_) log_message(*log_, log_level::warning, "lease renewal failed, retrying: " + why);
-  return notices;
+  deliver(std::move(notices), lk);
 }
 
-std::vector<lease_notice> lease_book::lost_locked(acquisition& a, const std::string& why) {
-  std::vector<lease_notice> notices;
-  if (a.lost.exchange(true)) return notices;
+void lease_book::deliver(std::vector<lease_notice>&& notices, std::unique_lock<std::mutex>& lk) {
+  if (notices.empty()) return;
+  const auto queue = notices_;  // kept: once a callback ran, the book may be gone
+  queue->push(std::move(notices));
+  lk.unlock();
+  queue->deliver();
+}
+
+void lease_book::lost_locked(acquisition& a, const std::string& why, std::vector<lease_notice>& notices) {
+  if (a.lost.exchange(true)) return;
   forget_locked(a);
   if (log_) {
     log_message(*log_, log_level::warning,
@@ -222,34 +218,35 @@ std::vector<lease_notice> lease_book::lost_locked(acquisition& a, const std::str
   }
   if (events_ && events_->enabled()) {
     const auto held = std::chrono::duration_cast<milliseconds>(steady::now() - a.started);
-    notices.push_back({events_->later(event_kind::lost, {.held = held}, why), a.ref.name, a.ref.token});
+    notices.push_back(
+        {events_->later(event_kind::lost, {.held = held}, why), a.ref.name, a.ref.token, a.id, notice_kind::lost});
   }
   for (const auto& w : a.hold_list) {
     auto h = w.lock();
     if (h && !h->finished.load() && h->options.on_lost)
-      notices.push_back({h->options.on_lost, a.ref.name, a.ref.token});
+      notices.push_back({h->options.on_lost, a.ref.name, a.ref.token, a.id, notice_kind::lost});
   }
-  return notices;
 }
 
-std::vector<lease_notice> lease_book::mark_lost(acquisition& a, const std::string& why) {
-  std::lock_guard lk(mu_);
-  return lost_locked(a, why);
-}
-
-std::vector<lease_notice> lease_book::expire(steady::time_point now) {
+void lease_book::mark_lost(acquisition& a, const std::string& why) {
   std::vector<lease_notice> notices;
-  std::lock_guard lk(mu_);
+  std::unique_lock lk(mu_);
+  lost_locked(a, why, notices);
+  deliver(std::move(notices), lk);
+}
+
+void lease_book::expire(steady::time_point now) {
+  std::vector<lease_notice> notices;
+  std::unique_lock lk(mu_);
   std::vector<std::shared_ptr<acquisition>> all;
   all.reserve(live_.size());
   for (auto& [id, a] : live_) all.push_back(a);
   for (auto& a : all) {
     const auto until = a->valid_until_time();
-    std::vector<lease_notice> n;
     if (now >= a->hard_end) {
-      n = lost_locked(*a, "max_hold reached: the lease is no longer renewed");
+      lost_locked(*a, "max_hold reached: the lease is no longer renewed", notices);
     } else if (now >= until - loss_margin(a->last_ttl)) {
-      n = lost_locked(*a, "not renewed in time: by this process's clock the lease may expire in the database now");
+      lost_locked(*a, "not renewed in time: by this process's clock the lease may expire in the database now", notices);
     } else if (!a->at_risk_reported && now >= until - a->last_ttl / 3) {
       a->at_risk_reported = true;
       if (log_) {
@@ -259,17 +256,17 @@ std::vector<lease_notice> lease_book::expire(steady::time_point now) {
       }
       if (events_ && events_->enabled()) {
         const auto left = std::chrono::duration_cast<milliseconds>(until - now);
-        n.push_back({events_->later(event_kind::at_risk, {.time_left = left}), a->ref.name, a->ref.token});
+        notices.push_back({events_->later(event_kind::at_risk, {.time_left = left}), a->ref.name, a->ref.token, a->id,
+                           notice_kind::at_risk});
       }
       for (const auto& w : a->hold_list) {
         auto h = w.lock();
         if (h && !h->finished.load() && h->options.on_at_risk)
-          n.push_back({h->options.on_at_risk, a->ref.name, a->ref.token});
+          notices.push_back({h->options.on_at_risk, a->ref.name, a->ref.token, a->id, notice_kind::at_risk});
       }
     }
-    notices.insert(notices.end(), n.begin(), n.end());
   }
-  return notices;
+  deliver(std::move(notices), lk);
 }
 
 steady::time_point lease_book::next_renewal() const {

@@ -15,6 +15,7 @@
 
 #include "core/backend.hpp"
 #include "core/event_sink.hpp"
+#include "core/notice_queue.hpp"
 
 namespace sqllock::detail {
 
@@ -77,14 +78,6 @@ struct lease_state {
   std::atomic<bool> finished{false};
 };
 
-/// A callback to run once the book's lock is released.
-struct lease_notice {
-  std::function<void(const std::string&, std::int64_t)> callback;
-  std::string name;
-  std::int64_t token = 0;
-};
-void run_notices(std::vector<lease_notice>& notices) noexcept;
-
 /// Renewals due now: the items for backend::renew and the acquisitions they belong to.
 struct renew_batch {
   std::vector<renew_item> items;
@@ -92,8 +85,11 @@ struct renew_batch {
   steady::time_point deadline = steady::time_point::max();  ///< the earliest loss point among them
 };
 
-/// Every acquisition of the client and its holds, under one mutex that no other unit's lock is
-/// ever taken inside: methods return what to do (callbacks, statements) instead of doing it.
+/// Every acquisition of the client and its holds, under one mutex inside which no other unit's lock
+/// is taken but the notice queue's (a leaf): methods return what to do (statements) instead of
+/// doing it. The methods that decide notices (renewed, expire, mark_lost) queue them under the
+/// mutex, in the order decided, and run them after it (notice_queue::deliver): a callback may
+/// destroy the book (the last guard of a closed client), and they touch nothing of it after.
 class lease_book {
  public:
   /// A new hold on this scope's live acquisition of `name`, if there is one (re-entry: no
@@ -128,18 +124,18 @@ class lease_book {
   /// next sixth of its TTL), batched. Acquisitions past max_hold are not renewed.
   renew_batch due(steady::time_point now);
   /// Outcome of a renewal batch that started at t0: matched items are valid until t0 + ttl, the
-  /// others are lost (their notices returned). `failed`: no answer (retry soon, until the deadline).
-  std::vector<lease_notice> renewed(const renew_batch& batch, const std::vector<std::size_t>& matched,
-                                    steady::time_point t0, bool failed, const std::string& why);
+  /// others are lost (notices run). `failed`: no answer (retry soon, until the deadline).
+  void renewed(const renew_batch& batch, const std::vector<std::size_t>& matched, steady::time_point t0, bool failed,
+               const std::string& why);
 
   /// Report loss or risk at `now`: at-risk once less than a third of the TTL is left, lost at the
-  /// local expiry estimate minus loss_margin, or at max_hold. Returns the callbacks to run.
-  std::vector<lease_notice> expire(steady::time_point now);
+  /// local expiry estimate minus loss_margin, or at max_hold; the notices are run.
+  void expire(steady::time_point now);
   /// Where `a` is reported lost by this process's clock unless renewed first: its local expiry
   /// estimate minus loss_margin (another client may take it over soon after).
   steady::time_point loss_point(const acquisition& a) const;
-  /// Mark one acquisition lost (owner check failed, or its lease ran out).
-  std::vector<lease_notice> mark_lost(acquisition& a, const std::string& why);
+  /// Mark one acquisition lost (owner check failed, or its lease ran out); the notices are run.
+  void mark_lost(acquisition& a, const std::string& why);
 
   /// When the watchdog should next look: the earliest due renewal (auto-renewing, live); due()
   /// then batches every renewal due within the next sixth of its TTL with it.
@@ -159,13 +155,16 @@ class lease_book {
 
   /// Where loss reasons and the like are logged.
   void set_log(const client_options* options) { log_ = options; }
-  /// Where renewed / at_risk / lost events go (returned as notices, run after the lock).
+  /// Where renewed / at_risk / lost events go (queued as notices, run after the lock).
   void set_events(std::shared_ptr<const event_sink> events) { events_ = std::move(events); }
   /// Leave leases with an open guarded transaction out of renewal batches.
   void set_skip_guarded(bool skip) { skip_guarded_ = skip; }
 
  private:
-  std::vector<lease_notice> lost_locked(acquisition& a, const std::string& why);
+  void lost_locked(acquisition& a, const std::string& why, std::vector<lease_notice>& notices);
+  /// Queue notices decided under `lk` (held), release it, and run them: the caller's last use of
+  /// the book, which a callback may destroy.
+  void deliver(std::vector<lease_notice>&& notices, std::unique_lock<std::mutex>& lk);
   void forget_locked(acquisition& a);
 
   mutable std::mutex mu_;
@@ -177,6 +176,7 @@ class lease_book {
   const client_options* log_ = nullptr;
   std::shared_ptr<const event_sink> events_;
   bool skip_guarded_ = false;
+  std::shared_ptr<notice_queue> notices_ = std::make_shared<notice_queue>();
 };
 
 }  // namespace sqllock::detail

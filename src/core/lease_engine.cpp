@@ -950,8 +950,7 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
     return;
   }
   const bool was_lost = a.lost.load();
-  auto notices = book_.mark_lost(a, "the owner check failed on release");
-  run_notices(notices);
+  book_.mark_lost(a, "the owner check failed on release");
   throw lease_lost("lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") was " +
                        (was_lost ? "lost earlier" : "lost") + ": expired and taken over, or force-released",
                    std::string(db_->kind()), "", "lease_release");
@@ -959,8 +958,7 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
 
 void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* statement) {
   auto fail_lost = [&](const std::string& why) {
-    auto notices = book_.mark_lost(a, why);
-    run_notices(notices);
+    book_.mark_lost(a, why);
     throw lease_lost("lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") " + why,
                      std::string(db_->kind()), "", statement);
   };
@@ -976,8 +974,7 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
     try {
       auto matched = db_->renew(batch.items, loss_at);
       if (matched.empty()) fail_lost("was lost: the owner check failed on renew");
-      auto notices = book_.renewed(batch, matched, t0, false, "");
-      run_notices(notices);
+      book_.renewed(batch, matched, t0, false, "");
       if (options_.log) {
         log_message(options_, log_level::debug,
                     "renewed '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") for " +

@@ -116,8 +116,7 @@ void renewer::watchdog_loop() {
       }
       if (!failure.empty() && error_seen) report_error(error_seen, batch);
       if (failure.empty() && options_.log) log_renewals(batch, matched);
-      auto notices = book_.renewed(batch, matched, t0, !failure.empty(), failure);
-      run_notices(notices);
+      book_.renewed(batch, matched, t0, !failure.empty(), failure);
       if (renewer_gone) return;
     }
     if (steady::now() >= outbox_.next_due()) {
@@ -150,8 +149,7 @@ void renewer::deadline_loop() {
         continue;
       }
     }
-    auto notices = book_.expire(steady::now());
-    run_notices(notices);
+    book_.expire(steady::now());
     if (renewer_gone) return;
   }
 }

@@ -31,6 +31,11 @@ void fake_backend::conflict(fake_op op, int n) {
   std::lock_guard lk(mu_);
   conflict_[op] += n;
 }
+void fake_backend::heal(fake_op op) {
+  std::lock_guard lk(mu_);
+  for (auto* counts : {&lose_, &fail_, &hang_, &conflict_}) counts->erase(op);
+  delay_.erase(op);
+}
 void fake_backend::delay(fake_op op, milliseconds d) {
   std::lock_guard lk(mu_);
   delay_[op] = d;

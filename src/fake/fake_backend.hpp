@@ -47,6 +47,8 @@ enum class fake_op { acquire, renew, release, queue, any };
 /// - delay(op, d): every statement of op takes d before it is applied (bounded by its deadline);
 /// - conflict(op, n): the next n statements of op (acquire, queue_poll) are not applied and throw serialization_failure
 ///   (the server rolled them back: SERIALIZABLE's 40001, a Galera certification conflict);
+/// - heal(op): the pending lose/fail/hang/conflict counts and the delay of op are dropped (the
+///   database answers normally again);
 /// - occupy_lane(d): the callers' lane stays busy for d from now (other threads' statements ahead
 ///   in the queue): an acquire waits for it until its lane deadline, and answers "not acquired"
 ///   without touching the table when it is still busy then.
@@ -60,6 +62,7 @@ class fake_backend final : public backend {
   void hang(fake_op op, int n);
   void delay(fake_op op, std::chrono::milliseconds d);
   void conflict(fake_op op, int n);
+  void heal(fake_op op);
   void occupy_lane(std::chrono::milliseconds d);
   int count(fake_op op) const;
 

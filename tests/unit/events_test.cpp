@@ -1,6 +1,7 @@
 // Unit tests of the lease events (client_options::on_event) against the fake backend.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -187,6 +188,168 @@ TEST(Events, AtRiskThenLostBeforeTheUsersCallbacksWhenRenewalsHang) {
   EXPECT_NE(lost.reason.find("not renewed in time"), std::string::npos) << lost.reason;
 }
 
+namespace {
+/// What the user saw, in order: lease events (statement_error left out) and on_at_risk/on_lost.
+struct story {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  void tell(std::string line) {
+    std::lock_guard lk(mu);
+    lines.push_back(std::move(line));
+  }
+  std::vector<std::string> get() {
+    std::lock_guard lk(mu);
+    return lines;
+  }
+  std::string text() {
+    std::string out;
+    for (const auto& l : get()) out += (out.empty() ? "" : ", ") + l;
+    return out;
+  }
+};
+
+/// Wait until `done` or `limit`, polling (the hooks below must not wait on the recorder's lock).
+template <class F>
+bool poll_until(F done, milliseconds limit) {
+  const auto until = steady::now() + limit;
+  while (!done()) {
+    if (steady::now() >= until) return false;
+    std::this_thread::sleep_for(2ms);
+  }
+  return true;
+}
+}  // namespace
+
+TEST(Events, ALeasesNoticesComeInTheOrderDecidedAndNoneAfterItsLoss) {
+  // The deadline thread reports the lease at risk; while its at_risk hook still runs, the lease is
+  // taken over and the watchdog's next renewal finds it lost. The user must see the lease's notices
+  // in the order the client decided them, at_risk then lost, and nothing of it after its loss:
+  // on_at_risk, still waiting behind the at_risk hook when the loss was decided, is no longer true.
+  story seen;
+  std::atomic<d::acquisition*> acq{nullptr};
+  std::atomic<bool> lost_told{false};
+  std::shared_ptr<d::lease_engine> admin;
+  events_fixture f([&](events_fixture& self, const sqllock::lease_event& e) {
+    if (e.kind == event_kind::statement_error) return;  // the failing renewals
+    seen.tell(std::string(sqllock::to_string(e.kind)));
+    if (e.kind == event_kind::lost) lost_told = true;
+    if (e.kind != event_kind::at_risk) return;
+    ASSERT_TRUE(admin->force_release("job"));
+    self.fake->heal(d::fake_op::renew);  // the next renewal is answered: the owner check fails
+    // Return only once the watchdog has decided the loss, and give its notices time to be run
+    // elsewhere (which they must not be: they come after this one).
+    EXPECT_TRUE(poll_until([&] { return acq.load() && acq.load()->lost.load(); }, 2000ms))
+        << "the watchdog never found the loss";
+    poll_until([&] { return lost_told.load(); }, 200ms);
+  });
+  admin = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(f.db), sqllock::client_options{});
+  f.fake->fail(d::fake_op::renew, 1000);  // renewals fail (and are retried) until the hook heals them
+  sqllock::lease_options o{.ttl = 1200ms};
+  o.on_at_risk = [&](const std::string&, std::int64_t) { seen.tell("on_at_risk"); };
+  o.on_lost = [&](const std::string&, std::int64_t) { seen.tell("on_lost"); };
+  auto g = f.engine->acquire("job", o, 0ms, {}, true);
+  acq = g->acq.get();
+  ASSERT_TRUE(poll_until([&] { return seen.get().size() >= 4; }, 2500ms)) << seen.text();
+  std::this_thread::sleep_for(100ms);  // anything late would come now
+  EXPECT_EQ(seen.get(), (std::vector<std::string>{"acquired", "at_risk", "lost", "on_lost"})) << seen.text();
+  EXPECT_NE(f.rec.first(event_kind::lost).reason.find("owner check failed on renewal"), std::string::npos)
+      << "not the interleaving under test: the loss was not decided by the watchdog";
+}
+
+TEST(Events, ALeasesLossIsToldWhileAnotherLeasesHookRunsAndNothingOfItAfter) {
+  // The watchdog renews a and b in one batch; the hook of a's renewed event holds the watchdog
+  // until b, whose max_hold ends meanwhile, is told lost by the deadline thread (it must not wait
+  // for a's hook). b's renewal, decided before its loss but not yet told then, is no longer true:
+  // it may never be told after the loss.
+  story a_seen, b_seen;
+  std::atomic<d::acquisition*> b_acq{nullptr};
+  std::atomic<bool> b_live_in_hook{false}, held_once{false};
+  events_fixture f([&](events_fixture&, const sqllock::lease_event& e) {
+    if (e.kind == event_kind::statement_error) return;
+    (e.name == "a" ? a_seen : b_seen).tell(std::string(sqllock::to_string(e.kind)));
+    if (e.name != "a" || e.kind != event_kind::renewed || held_once.exchange(true)) return;
+    b_live_in_hook = b_acq.load() && !b_acq.load()->lost.load();
+    EXPECT_TRUE(poll_until([&] { return !b_seen.get().empty() && b_seen.get().back() == "lost"; }, 2000ms))
+        << "b's loss was not told while a's hook ran: " << b_seen.text();
+  });
+  auto a = f.engine->acquire("a", {.ttl = 1500ms}, 0ms, {}, true);
+  auto b = f.engine->acquire("b", {.ttl = 1500ms, .max_hold = 700ms}, 0ms, {}, true);
+  b_acq = b->acq.get();
+  ASSERT_TRUE(poll_until([&] { return b->acq->lost.load(); }, 2500ms));
+  ASSERT_TRUE(poll_until([&] { return !a_seen.get().empty() && a_seen.get().back() == "renewed"; }, 2500ms));
+  std::this_thread::sleep_for(100ms);  // anything late would come now
+  ASSERT_TRUE(b_live_in_hook.load()) << "not the interleaving under test: b was lost before the batch";
+  auto b_story = b_seen.get();
+  ASSERT_FALSE(b_story.empty());
+  EXPECT_EQ(b_story.back(), "lost") << "told after b's loss: " << b_seen.text();
+  std::erase(b_story, "renewed");  // dropped or told before the loss, both in order
+  std::erase(b_story, "at_risk");  // decided or not, depending on when the batch ran
+  EXPECT_EQ(b_story, (std::vector<std::string>{"acquired", "lost"})) << b_seen.text();
+  f.engine->release(*a);
+}
+
+TEST(Events, AnOnLostThatDropsTheLastHoldOfAClosedClientLetsTheNoticeBehindItRun) {
+  // A lease with two holds (re-entry) is lost; the first hold's on_lost drops the last holds of a
+  // client the application has already closed, so the client (its book, its renewer) is destroyed
+  // inside the callback, on the deadline thread. The notice queued behind it still runs, once.
+  events_fixture f;
+  std::mutex mu;
+  std::vector<std::shared_ptr<d::lease_state>> holds;
+  std::atomic<int> on_lost_calls{0};
+  std::atomic<bool> gone_in_callback{false};
+  std::weak_ptr<d::lease_engine> client = f.engine;
+  sqllock::lease_options o{.ttl = 600ms};
+  o.on_lost = [&](const std::string&, std::int64_t) {
+    std::vector<std::shared_ptr<d::lease_state>> last;
+    {
+      std::lock_guard lk(mu);
+      last.swap(holds);
+    }
+    if (!last.empty()) {
+      last.clear();  // the client goes here, on the first call
+      gone_in_callback = client.expired();
+    }
+    ++on_lost_calls;
+  };
+  f.fake->hang(d::fake_op::renew, 100);
+  {
+    std::lock_guard lk(mu);
+    holds.push_back(f.engine->acquire("x", o, 0ms, {}, true));
+    holds.push_back(f.engine->acquire("x", o, 0ms, {}, true));  // re-entry
+  }
+  f.engine.reset();  // closed: only the holds keep it
+  ASSERT_TRUE(poll_until([&] { return on_lost_calls.load() == 2; }, 2500ms)) << on_lost_calls.load();
+  EXPECT_TRUE(gone_in_callback.load()) << "not the case under test: the client outlived the callback";
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(on_lost_calls.load(), 2);
+  auto kinds = f.rec.kinds();
+  std::erase(kinds, event_kind::statement_error);
+  EXPECT_EQ(kinds, (std::vector{event_kind::acquired, event_kind::at_risk, event_kind::lost}));
+}
+
+TEST(Events, ANoticeACallbackCausesForItsOwnLeaseComesAfterTheCallbackReturns) {
+  // on_at_risk renews its lease (a call back into the client from the deadline thread): the renewed
+  // notice is decided inside the callback, and told once it has returned, not nested in it.
+  story seen;
+  std::atomic<d::lease_state*> hold{nullptr};
+  events_fixture f([&](events_fixture&, const sqllock::lease_event& e) {
+    if (e.kind != event_kind::statement_error) seen.tell(std::string(sqllock::to_string(e.kind)));
+  });
+  sqllock::lease_options o{.ttl = 600ms, .auto_renew = false};
+  o.on_at_risk = [&](const std::string&, std::int64_t) {
+    seen.tell("on_at_risk");
+    f.engine->renew(*hold.load());
+    seen.tell("on_at_risk returns");
+  };
+  auto g = f.engine->acquire("job", o, 0ms, {}, true);
+  hold = g.get();
+  ASSERT_TRUE(poll_until([&] { return seen.get().size() >= 5; }, 2000ms)) << seen.text();
+  EXPECT_EQ(seen.get(),
+            (std::vector<std::string>{"acquired", "at_risk", "on_at_risk", "on_at_risk returns", "renewed"}))
+      << seen.text();
+  f.engine->release(*g);
+}
+
 TEST(Events, ALeaseTakenOverIsReportedLostOnItsNextRenewal) {
   events_fixture f;
   auto g = f.engine->acquire("job", {.ttl = 30s}, 0ms, {}, true);
@@ -347,9 +510,10 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 #if SQLLOCK_COUNT_ALLOCATIONS
 TEST(EventsCost, WithoutAHookARenewalBatchAllocatesNothingForEvents) {
   // 0: no event sink at all (as before events existed), 1: a sink without a hook, 2: with a hook.
+  static std::size_t hook_calls;
   auto measure = [](int mode) {
     sqllock::client_options o;
-    if (mode == 2) o.on_event = [](const sqllock::lease_event&) {};
+    if (mode == 2) o.on_event = [](const sqllock::lease_event&) { ++hook_calls; };
     d::lease_book book;
     if (mode > 0) book.set_events(std::make_shared<d::event_sink>(o, "fake", "me"));
     const auto t0 = steady::now();
@@ -360,11 +524,10 @@ TEST(EventsCost, WithoutAHookARenewalBatchAllocatesNothingForEvents) {
     auto batch = book.due(t0 + 200ms);
     std::vector<std::size_t> matched(batch.items.size());
     for (std::size_t i = 0; i < matched.size(); ++i) matched[i] = i;
+    hook_calls = 0;
     const auto before = allocations;
-    auto notices = book.renewed(batch, matched, t0 + 200ms, false, "");
-    const auto cost = allocations - before;
-    d::run_notices(notices);
-    return std::pair{cost, notices.size()};
+    book.renewed(batch, matched, t0 + 200ms, false, "");  // with a hook: its notices queued and run
+    return std::pair{allocations - before, hook_calls};
   };
   const auto [baseline, no_notices] = measure(0);
   const auto [without, none] = measure(1);

@@ -102,6 +102,7 @@ struct SQLLOCK_EXPORT lock_info {
 /// "sqllock.semaphore.<bytes of S>.<S>.permit.<k>"; padded with '.' to 256 bytes) that no lock
 /// name can be.
 struct SQLLOCK_EXPORT row_name_info {
+  /// The kinds of row.
   enum class kind {
     lock,      ///< a plain lock: `name` is the row name itself
     writer,    ///< the writer row of the reader-writer lease `name`
@@ -109,7 +110,7 @@ struct SQLLOCK_EXPORT row_name_info {
     rw_fence,  ///< the fencing counter of the reader-writer lease `name`: never held, no holder
     permit,    ///< permit `permit` of the semaphore `name`
   };
-  kind what = kind::lock;
+  kind what = kind::lock;  ///< which kind of row it is
   std::string name;  ///< the name the user gave: the lock, the reader-writer lease or the semaphore
   int permit = -1;   ///< kind::permit: the permit's slot (0-based); -1 otherwise
 };

@@ -15,11 +15,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <map>
+#include <mutex>
 
 #include "core/url.hpp"
 #include "mysql/mysql_connection.hpp"
@@ -143,10 +145,36 @@ std::map<int, socket_info> connected_sockets() {
   return out;
 }
 
-/// Serializes sqllock's own connects, so that the socket a connect opened can be told apart.
-std::timed_mutex& connect_mutex() {
-  static std::timed_mutex m;
-  return m;
+/// Serializes sqllock's own connects, so that the socket a connect opened can be told apart. A
+/// flag under a mutex and a condition variable rather than std::timed_mutex: a connect waits for
+/// it no longer than its own deadline, and ThreadSanitizer does not see timed_mutex's timed lock
+/// (pthread_mutex_clocklock), so it reported each unlock as one of an unlocked mutex.
+class connect_slot {
+ public:
+  /// Takes the slot, waiting until `deadline` at most; false: not free by then.
+  bool take(std::chrono::steady_clock::time_point deadline) {
+    std::unique_lock lk(m_);
+    if (!cv_.wait_until(lk, deadline, [this] { return !busy_; })) return false;
+    busy_ = true;
+    return true;
+  }
+  void give_back() {
+    {
+      std::lock_guard lk(m_);
+      busy_ = false;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  bool busy_ = false;
+};
+
+connect_slot& connect_mutex() {
+  static connect_slot s;
+  return s;
 }
 
 }  // namespace
@@ -224,12 +252,14 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
       *socket_fd = -1;
       // Waited for no longer than this connect's own deadline: another lane's connect into a
       // partition must not hold this one (a release bounded by its caller's deadline) for its own.
-      std::unique_lock lock(connect_mutex(), std::defer_lock);
-      if (!lock.try_lock_until(deadline)) {
+      if (!connect_mutex().take(deadline)) {
         throw connection_lost("mysql: cannot connect to " + url.redacted() +
                                   ": no answer in time (another connect of this process was still waiting)",
                               std::string(backend_name), "", "connect");
       }
+      struct slot_back {
+        ~slot_back() { connect_mutex().give_back(); }
+      } slot_taken;
       const auto before = connected_sockets();
       // The handshake after the TCP connect is bounded by the read timeout only (whole seconds, and
       // the socket is not known yet): at the deadline, shut down whatever socket this connect

@@ -188,8 +188,18 @@ void waker::loop() noexcept {
       try {
         auto raw = open_connection(params_, false, 0);
         conn = std::make_unique<connection>(std::move(raw));
-        conn->query(mark_sql_, {}, "wake_waker_mark");
+        // Galera takes no GET_LOCK at all (node-local); elsewhere a failed mark only means that
+        // other waiter connections may queue behind this one (-2 is not seen).
+        if (!conn->traits().wsrep_on) {
+          try {
+            conn->query(mark_sql_, {}, "wake_waker_mark");
+          } catch (const std::exception& e) {
+            if (conn->broken()) throw;
+            log_message(options_, log_level::info, std::string("mysql: waiter connection not marked: ") + e.what());
+          }
+        }
       } catch (const std::exception& e) {
+        conn.reset();
         log_message(options_, log_level::warning,
                     std::string("mysql: waiter connection failed (polling continues): ") + e.what());
         std::unique_lock lock(mutex_);

@@ -43,7 +43,15 @@ bool waker::watch(const std::string& name) {
 void waker::unwatch(const std::string& name) {
   std::lock_guard lock(mutex_);
   auto it = watched_.find(name);
-  if (it != watched_.end() && --it->second <= 0) watched_.erase(it);
+  if (it != watched_.end() && --it->second <= 0) {
+    watched_.erase(it);
+    noted_.erase(name);
+  }
+}
+
+void waker::note_state(const std::string& name, std::string state) {
+  std::lock_guard lock(mutex_);
+  if (watched_.count(name)) noted_[name] = std::move(state);
 }
 
 void waker::wake_name(const std::string& name) {
@@ -226,6 +234,15 @@ void waker::loop() noexcept {
       const std::string got = (!r.empty() && r[0][0]) ? *r[0][0] : std::string("NULL");
       const std::string state = (!r.empty() && r[0].size() > 1 && r[0][1]) ? *r[0][1] : std::string("none");
       const auto now = std::chrono::steady_clock::now();
+      {
+        // A poll's state for a name not looked at yet is where its releases are counted from.
+        std::lock_guard lock(mutex_);
+        auto n = noted_.find(name);
+        if (n != noted_.end()) {
+          woken_at.try_emplace(name, n->second);
+          noted_.erase(n);
+        }
+      }
       if (got != "-3") unkeyed_looks.erase(name);
       if (got == "1") {
         // The key was let go: by its holder (a release, or its connection died), or by another

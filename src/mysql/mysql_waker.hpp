@@ -36,6 +36,10 @@ class waker {
   /// Start watching `name` (counted); true: wake-ups will come.
   bool watch(const std::string& name);
   void unwatch(const std::string& name);
+  /// The row state (wake_row_state.sql) a fair waiter's poll of `name` just saw: a name the loop
+  /// has not looked at yet counts its releases from there, so none between that poll and the
+  /// loop's first look goes uncounted.
+  void note_state(const std::string& name, std::string state);
 
   /// The GET_LOCK key of `name` (before hashing): "db.table/name".
   static std::string key(const std::string& scope, const std::string& name) { return scope + '/' + name; }
@@ -68,6 +72,7 @@ class waker {
   std::condition_variable cv_;
   std::map<std::string, int> watched_;
   std::set<std::string> newly_watched_;  // not yet looked at by the loop
+  std::map<std::string, std::string> noted_;  // note_state() not yet taken by the loop
   bool stopping_ = false;
   std::thread thread_;
   std::mutex sink_mutex_;  // guards sink_ and every call through it

@@ -55,6 +55,9 @@ struct acquire_request {
   /// budget left (a connect or a round trip given a millisecond fails as if the server were gone).
   steady::time_point lane_deadline = steady::time_point::max();
   steady::time_point lane_until() const noexcept { return std::min(lane_deadline, deadline); }
+  /// A fair waiter's acquire (lease_options::fair). MySQL: the wake-up lock beside the lease is
+  /// worth a short wait when another client's waiter holds it for an instant (see mysql_backend).
+  bool fair = false;
 };
 
 /// What the acquire statement found.

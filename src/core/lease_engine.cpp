@@ -543,25 +543,40 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
   // now + ttl and returned with its token.
   // A poll renews the ticket (a write) when a quarter of its TTL has passed since the last renewal;
   // a wake-up in between only reads where the waiter stands.
+  // A waiter its last poll found first in line (place.ahead == 0) and that a release has woken since
+  // (`handover_due`) expects the lock handed to it: it sends the acquire alone, without reading the
+  // queue first, so the hand-over costs the new holder one round trip. The acquire is the same
+  // owner-checked statement either way: it finds this owner's live lease (handed over) and extends
+  // it, or takes nothing from a live holder; only a free or expired row, which a first-in-line
+  // waiter takes after its poll anyway, is taken without a fresh look at the queue. Not handed
+  // over yet (a wake-up for something else): back off as first in line; the ticket is renewed on
+  // its schedule by a poll.
   steady::time_point renewed{};
+  bool handover_due = false;
   auto attempt = [&]() -> std::shared_ptr<lease_state> {
     const auto t0 = steady::now();
     entered = true;
     const bool refresh_now = place.seq == 0 || t0 - renewed >= refresh / 2;
-    queue_request q{name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline), place.seq,
-                    refresh_now};
-    place = db_->queue_poll(q);
-    if (refresh_now && place.seq != 0) renewed = t0;
-    lost.error = nullptr;
-    if (place.seq == 0 || (place.ahead > 0 && !place.mine)) {
-      last = {};
-      return nullptr;
+    const bool direct = handover_due && !refresh_now && place.ahead == 0;
+    handover_due = false;
+    if (!direct) {
+      queue_request q{name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline),
+                      place.seq, refresh_now};
+      place = db_->queue_poll(q);
+      if (refresh_now && place.seq != 0) renewed = t0;
+      lost.error = nullptr;
+      if (place.seq == 0 || (place.ahead > 0 && !place.mine)) {
+        last = {};
+        return nullptr;
+      }
     }
     flush_outbox_of(name, options.ttl, bounded, deadline);
     const auto t1 = steady::now();
     acquire_request req{name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)};
     req.lane_deadline = lane_deadline_of(t1, req.deadline);
+    req.fair = true;
     last = db_->acquire(req);
+    if (direct) lost.error = nullptr;
     if (!last.acquired) return nullptr;
     auto h = book_.add({name, owner, last.token}, label_, scope, lease_start(t1, last), options, self);
     done = true;
@@ -569,7 +584,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     if (options_.log) {
       log_message(options_, log_level::debug,
                   "acquired '" + name + "' (fair, token " + std::to_string(last.token) + ", " +
-                      (place.mine ? "handed over" : "first in line") + ") after " +
+                      (direct ? "woken at the front" : place.mine ? "handed over" : "first in line") + ") after " +
                       format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
     }
     return h;
@@ -640,6 +655,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
       }
       const auto now_events = wake_ticket.events();
       if (now_events == seen) break;  // the pause is over
+      // First in line at the last poll: this release most likely handed the lock over.
+      if (place.ahead == 0 && !lost.error) handover_due = true;
       ahead -= static_cast<std::int64_t>(now_events - seen);
       seen = now_events;
       if (ahead <= 0) {

@@ -25,6 +25,8 @@ constexpr int migrate_lock_timeout_s = 120;
 constexpr int max_deadlock_retries = 5;
 /// holder_id is VARBINARY(512) in the lock table.
 constexpr std::size_t max_holder_bytes = 512;
+/// How long a fair holder waits for its wake-up lock (take_wake_lock_waiting).
+constexpr std::chrono::milliseconds fair_wake_lock_wait{50};
 
 std::int64_t to_int(const std::optional<std::string>& v) {
   if (!v) return 0;
@@ -67,6 +69,7 @@ struct statement_set {
         queue_list(statement_text("queue_list", table)),
         fair_release(statement_text("fair_release", table)),
         wake_take(statement_text("wake_lock_take", table)),
+        wake_take_wait(statement_text("wake_lock_take_wait", table)),
         wake_release(statement_text("wake_lock_release", table)),
         schema_version(statement_text("schema_version", table)),
         schema_record(statement_text("schema_record", table)),
@@ -78,7 +81,7 @@ struct statement_set {
   std::string acquire, acquire_plain, acquire_result, acquire_fenced, acquire_fenced_plain, fence_advance,
       fence_advance_plain, fence_read, fence_floor, fence_lift, renew, renew_check, release, release_plain, force_release,
       inspect, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
-      queue_list, fair_release, wake_take, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
+      queue_list, fair_release, wake_take, wake_take_wait, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
       migrate_unlock, time_zone, sync_wait;
 };
 
@@ -200,7 +203,9 @@ class mysql_backend final : public backend {
     try {
       auto out = with_lane(caller_, req.deadline, [&](connection& c) {
         if (!req.fence.empty()) return acquire_fenced_on(c, req, us);
-        return returning_ ? acquire_returning(c, req, us) : acquire_plain(c, req, us);
+        auto got = returning_ ? acquire_returning(c, req, us) : acquire_plain(c, req, us);
+        if (got.acquired && req.fair) take_wake_lock_waiting(c, req);
+        return got;
       });
       out.started = started;
       return out;
@@ -315,6 +320,7 @@ class mysql_backend final : public backend {
       out.seq = to_int(r[0][0]);
       out.ahead = to_int(r[0][1]);
       out.mine = truthy(r[0][2]);
+      if (waker_ && r[0].size() > 3 && r[0][3]) waker_->note_state(req.name, *r[0][3]);
       return out;
     });
   }
@@ -564,6 +570,24 @@ class mysql_backend final : public backend {
     const auto left = row[3] ? floor_ms(to_int(row[3])) : std::chrono::milliseconds(0);
     out.time_left = left.count() > 0 ? left : std::chrono::milliseconds(0);
     return out;
+  }
+
+  /// A fair lease acquired without its wake-up lock (GET_LOCK(key, 0) in the acquire found it
+  /// busy): other clients' waiter connections, queued on the releaser's key, take it and let it go
+  /// in turn right after a release, and a fair hand-over's new holder often takes the key in that
+  /// moment. Without the lock its own release would wake nobody (waiters then poll), so it waits
+  /// for it briefly (MariaDB only: MySQL's GET_LOCK timeout is whole seconds). Not taken in time:
+  /// as before, waiters poll.
+  void take_wake_lock_waiting(connection& c, const acquire_request& req) {
+    if (!options_.notifications || galera_ || !returning_ || caller_.wake_locks.count(req.name)) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(req.deadline - steady::now());
+    const auto wait = std::min(left - std::chrono::milliseconds(50), fair_wake_lock_wait);
+    if (wait.count() <= 0) return;
+    count_statement();
+    result_rows w = c.query(sql_.wake_take_wait,
+                            {waker::key(scope_, req.name), static_cast<double>(wait.count()) / 1000.0},
+                            "wake_lock_take");
+    if (!w.empty() && truthy(w[0][0])) caller_.wake_locks[req.name] = req.owner;
   }
 
   bool owns_wake_lock(const lane_state& l, const release_request& req) const {

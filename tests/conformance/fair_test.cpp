@@ -131,6 +131,42 @@ TEST(Fair, ReleaseHandsTheLockToTheNextTicketWithTheNextToken) {
   EXPECT_FALSE(c.inspect(name));
 }
 
+// A waiter first in line that a release hands the lock to, woken by the release's event, takes it
+// with one statement (its acquire finds the handed-over lease and extends it) instead of reading
+// the queue first and then acquiring: one round trip between the hand-over and the new holder's
+// return (issue 16's contention target). Without cross-process events it learns of the hand-over
+// by its poll: queue read and acquire.
+TEST(Fair, AWaiterFirstInLineTakesAHandOverWithOneStatement) {
+  const auto name = unique_name("fair_one_stmt");
+  auto a = labelled("fair-a");
+  sqllock::client_options bo = events_only_options();
+  bo.holder_id = "fair-b";
+  if (hooks().transaction_pooler) bo.poll_min = bo.poll_max = 1s;  // no events: its poll finds the hand-over
+  auto b = make_client(bo);
+  auto admin = make_client();
+  auto ga = a.acquire_for(name, 10s, fair(20s));
+  std::optional<sqllock::lease_guard> gb;
+  std::jthread waiter([&] { gb = b.acquire_for(name, 30s, fair(20s)); });
+  ASSERT_TRUE(wait_for_waiters(admin, name, 1));
+  // Until the waiter has polled as first in line and is waiting (no statement for 300 ms).
+  auto count = b.statement_count();
+  for (auto still = clock::now(); clock::now() - still < 300ms;) {
+    std::this_thread::sleep_for(20ms);
+    if (b.statement_count() != count) {
+      count = b.statement_count();
+      still = clock::now();
+    }
+  }
+  ga.release();
+  waiter.join();
+  ASSERT_TRUE(gb);
+  EXPECT_EQ(gb->fencing_token(), ga.fencing_token() + 1);
+  const auto sent = b.statement_count() - count;
+  EXPECT_EQ(sent, hooks().cross_process_wake && !hooks().transaction_pooler ? 1u : 2u)
+      << "statements between the hand-over and the new holder's return";
+  gb->release();
+}
+
 // A waiter killed while queued: its ticket expires after its TTL, so the waiter behind it gets the
 // lock within about that TTL, even when the lock was handed to the dead waiter first (the handed
 // lease lasts one ticket TTL). The stall is printed for bench/RESULTS.md.

@@ -777,6 +777,59 @@ TEST(MysqlWake, EachOfSeveralWatchedNamesIsWokenByItsRelease) {
   }
 }
 
+// Fair mode across several clients, each with its own waiter connection: every hand-over must wake
+// the waiter it went to through GET_LOCK, not leave it to its polls (here 5 s apart, tickets
+// renewed every 5 s). Two ways that failed (issue 16, fair mode at 0.01x-0.15x GET_LOCK): the
+// waiter connections queued on the releaser's key took it and let it go in turn, so the new
+// holder's no-wait GET_LOCK found it busy and its own release then woke nobody; and each of those
+// passes woke its client as if it were a release, so fair waiters, who count releases to know
+// when they are next, polled at the wrong times and missed their turn.
+TEST(MysqlFair, EveryHandOverAmongSeveralClientsIsWokenWithoutPolling) {
+  const std::string name = unique_name("fairwake");
+  constexpr int clients = 5, rounds = 8;
+  std::vector<sqllock::client> cs;
+  for (int i = 0; i < clients; ++i) cs.push_back(make_client({.poll_min = 5s, .poll_max = 5s}));
+  sqllock::lease_options lo;
+  lo.fair = true;
+  lo.fair_ticket_ttl = 20s;
+  std::atomic<int> done{0}, missed{0}, slow{0};
+  std::atomic<long long> worst{0};
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> threads;
+  for (int i = 0; i < clients; ++i) {
+    threads.emplace_back([&, i] {
+      for (int r = 0; r < rounds && ms_since(start) < 15000; ++r) {
+        const auto t0 = ms_since(start);
+        auto g = cs[static_cast<std::size_t>(i)].try_acquire_for(name, 6s, lo);
+        if (!g) {
+          ++missed;
+          continue;
+        }
+        const auto waited = ms_since(start) - t0;
+        if (waited >= 1500) ++slow;
+        for (auto w = worst.load(); waited > w && !worst.compare_exchange_weak(w, waited);) {
+        }
+        std::this_thread::sleep_for(2ms);
+        g->release();
+        ++done;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const auto took = ms_since(start);
+  std::printf("[ mysql fair ] %d hand-overs among %d clients in %lld ms, longest wait %lld ms\n", done.load(), clients,
+              took, worst.load());
+  EXPECT_EQ(missed.load(), 0) << "waits of 6 s ran out";
+  EXPECT_EQ(done.load(), clients * rounds);
+  // One waiter waits for at most the 4 others' holds (2 ms and a few statements each): a wait
+  // of 1.5 s or more can only have ended by a poll, and every waiter queued behind it waits as
+  // long. One such stall (5 s) is tolerated: about one run in fifteen of this test still has one
+  // (not reproduced with the waker's decisions logged, so its cause is unknown; with the default
+  // poll_max it costs at most 250 ms). Before the fix: 15 and 19 of 40 in 18-19 s.
+  EXPECT_LT(took, 8000) << slow.load() << " waits of 1.5 s or more, the longest " << worst.load()
+                        << " ms: hand-overs found by polling, not woken";
+}
+
 }  // namespace
 
 // Secrets are redacted, identifiers are not: "Unknown database 'x'" names the database to fix,

@@ -556,6 +556,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
     enum class stop_reason { none, lost, not_renewed, max_hold };
     stop_reason stopped_for = stop_reason::none;
     std::optional<int> status;
+    steady::time_point status_at{};         // when run learnt that CMD had exited
     bool max_hold_stopped_command = false;  // --max-hold came while CMD itself still ran
     bool resume_pending = false;            // CMD was stopped at the terminal and sqllock continued
     bool resume_foreground = false;         // ... in the foreground: CMD gets the terminal back
@@ -580,7 +581,11 @@ int run_run(const common_options& common, const run_options& run_flags) {
           // is killed without being continued first.
           const bool renewed = !lost.load() && now < guard->valid_until() - timing.kill_margin - timing.term_lead;
           stopped_for = now >= hold_end && renewed ? stop_reason::max_hold : stop_reason::not_renewed;
-          max_hold_stopped_command = stopped_for == stop_reason::max_hold && !status;
+          // CMD still ran at hold_end, or its exit came after it: the supervisor stops CMD on its
+          // own at the published lease end, which with --max-hold is hold_end at the earliest
+          // (term_lead <= grace), so at hold_end both may start the stop, and CMD's exit can be
+          // read before this check.
+          max_hold_stopped_command = stopped_for == stop_reason::max_hold && (!status || status_at >= hold_end);
           kill_at = std::min(now + options.grace, kill_by);
           const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now),
                                      std::chrono::milliseconds(0));
@@ -636,6 +641,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
           }
         } else if (event.what == supervisor_event::kind::exited) {
           status = event.value;
+          status_at = steady::now();
           if (take_terminal) set_terminal_foreground(::getpgrp());
         }
       }

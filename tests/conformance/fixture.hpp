@@ -21,6 +21,8 @@ struct backend_hooks {
   bool whole_database_row_locks = false;
   /// Waiters in another process are woken by an event (not only by polling).
   bool cross_process_wake = true;
+  /// A Galera node (wsrep_on): wake-ups are read from rows, certification conflicts re-send.
+  bool multi_primary = false;
   /// Reached through a transaction pooler (PgBouncer, pool_mode=transaction) with sqllock's pooler
   /// options on the URL: no session state, so no LISTEN; other processes' releases are seen by polling.
   bool transaction_pooler = false;

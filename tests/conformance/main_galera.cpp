@@ -14,5 +14,5 @@ int main(int argc, char** argv) {
     return 2;
   }
   // The backend is MySQL (errors name it); what differs is the cluster behind the node.
-  return sqllock_test::run_suite(argc, argv, {.name = "mysql", .url = url});
+  return sqllock_test::run_suite(argc, argv, {.name = "mysql", .url = url, .multi_primary = true});
 }

@@ -52,10 +52,12 @@ configure() {  # configure NAME [cmake args...]
 status=0
 passed=0
 failed=0
-log=$work/ctest.log
+passes=0
 run() {  # run TITLE ctest-args...: run ctest, count, remember failure, keep going so every suite reports
   local title=$1
   shift
+  passes=$((passes + 1))
+  local log=$work/ctest-$passes.log
   echo "=== $title"
   if ! ctest "$@" --output-on-failure --timeout 1200 2>&1 | tee "$log"; then
     status=1
@@ -103,6 +105,16 @@ else
   failed=$((failed + 1))
 fi
 
+# The failures once more, short, at the end: a CI page that keeps only the head and the tail of the
+# output still names the failing test and its assertion.
+if [[ $failed -gt 0 ]]; then
+  echo "=== failure digest (whole output above)"
+  for f in "$work"/ctest-*.log; do
+    [[ -e "$f" ]] || continue
+    grep -E '\*\*\*(Failed|Timeout|Exception)|^\[  FAILED  \] [A-Za-z]' "$f" | sort -u | head -n 12 || true
+    grep -E -A 5 '^[^ ]+:[0-9]+: Failure$|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:' "$f" | head -n 30 || true
+  done
+fi
 echo "total: $passed passed, $failed failed"
 [[ $failed -eq 0 ]] || status=1
 exit $status

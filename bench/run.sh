@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Build and run every benchmark scenario per backend: Markdown tables on stdout, JSON and a chart in --out.
 #
-#   bash bench/run.sh [--quick] [--out DIR] [--stock N]
+#   bash bench/run.sh [--quick] [--out DIR] [--stock N] [--build DIR]
 #
-# Builds in build/bench. Servers: reuses SQLLOCK_TEST_POSTGRESQL_URL / SQLLOCK_TEST_MYSQL_URL when
+# Builds in build/bench (Release), or only the sqllock_bench target of an existing build tree
+# configured with -DSQLLOCK_BUILD_BENCH=ON (--build DIR; scripts/test-all.sh passes its
+# RelWithDebInfo tree, so CI's quick run compiles the library once less). Servers: reuses SQLLOCK_TEST_POSTGRESQL_URL / SQLLOCK_TEST_MYSQL_URL when
 # exported, otherwise starts throwaway ones (scripts/postgresql-server.sh, scripts/mariadb-server.sh)
 # for the backends that were built, and stops them at the end. Scenario 7 (MariaDB Galera, as
 # ratios to that single MariaDB server) runs when SQLLOCK_TEST_GALERA_URL1/2 are exported
@@ -18,12 +20,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 quick=0
 out=$root/bench/out
 stock=()
+given_build=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) quick=1 ;;
     --out) out=${2:?--out needs a directory}; shift ;;
     --stock) stock=(--stock "${2:?--stock needs a number}"); shift ;;
-    -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --build) given_build=${2:?--build needs a build directory}; shift ;;
+    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "run.sh: unknown argument $1" >&2; exit 64 ;;
   esac
   shift
@@ -35,11 +39,18 @@ jobs=${SQLLOCK_JOBS:-2}
 started=$(date +%s)
 
 # ---- build ------------------------------------------------------------------------------------
-generator=()
-command -v ninja >/dev/null 2>&1 && [[ ! -f "$build/CMakeCache.txt" || -f "$build/build.ninja" ]] && generator=(-G Ninja)
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSQLLOCK_BUILD_BENCH=ON \
-  -DSQLLOCK_BUILD_TESTS=OFF -DSQLLOCK_BUILD_CLI=OFF -DSQLLOCK_BUILD_EXAMPLES=OFF -DSQLLOCK_INSTALL=OFF >&2
+if [[ -n "$given_build" ]]; then
+  build=$given_build
+  grep -qx 'SQLLOCK_BUILD_BENCH:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null \
+    || { echo "run.sh: $build is not a build tree configured with -DSQLLOCK_BUILD_BENCH=ON" >&2; exit 64; }
+else
+  generator=()
+  command -v ninja >/dev/null 2>&1 && [[ ! -f "$build/CMakeCache.txt" || -f "$build/build.ninja" ]] && generator=(-G Ninja)
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSQLLOCK_BUILD_BENCH=ON \
+    -DSQLLOCK_BUILD_TESTS=OFF -DSQLLOCK_BUILD_CLI=OFF -DSQLLOCK_BUILD_EXAMPLES=OFF -DSQLLOCK_INSTALL=OFF >&2
+fi
 cmake --build "$build" -j "$jobs" --target sqllock_bench >&2
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:STRING=//p' "$build/CMakeCache.txt")
 bin=$build/bench/sqllock_bench
 built=$(date +%s)
 
@@ -113,9 +124,9 @@ rm -f "$out"/bench.db "$out"/bench.db-*
 {
   cpu=$(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)
   mem=$(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo)
-  printf '{"mode": "%s", "date": "%s", "cores": %s, "cpu": "%s", "memory": "%s", "git": "%s",\n "command": "bash bench/run.sh%s", "build_seconds": %s, "benchmark_seconds": %s,\n "backends": [' \
+  printf '{"mode": "%s", "date": "%s", "cores": %s, "cpu": "%s", "memory": "%s", "git": "%s",\n "command": "bash bench/run.sh%s", "build_type": "%s", "build_seconds": %s, "benchmark_seconds": %s,\n "backends": [' \
     "$mode" "$(date -u +%FT%TZ)" "$(nproc)" "$cpu" "$mem" "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" \
-    "$([[ $quick -eq 1 ]] && echo ' --quick')${stock[*]:+ ${stock[*]}}" "$((built - started))" "$(($(date +%s) - built))"
+    "$([[ $quick -eq 1 ]] && echo ' --quick')${stock[*]:+ ${stock[*]}}" "$build_type" "$((built - started))" "$(($(date +%s) - built))"
   sep=""
   for f in "$out"/sqlite.json "$out"/postgresql.json "$out"/mysql.json; do
     [[ -f "$f" ]] || continue
@@ -163,6 +174,6 @@ EOF
 fi
 
 finished=$(date +%s)
-echo "run.sh: build $((built - started)) s, benchmarks $((finished - built)) s, total $((finished - started)) s;" \
+echo "run.sh: build $((built - started)) s ($build_type), benchmarks $((finished - built)) s, total $((finished - started)) s;" \
   "figures in $out/results.json, chart in $out/handoff.png" >&2
 exit $status

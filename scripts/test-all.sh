@@ -77,7 +77,7 @@ run() {  # run TITLE ctest-args...: run ctest, count, remember failure, keep goi
   [[ "$bad" -eq 0 ]] || echo "=== $title: $bad FAILED"
 }
 
-configure release -DCMAKE_BUILD_TYPE=RelWithDebInfo
+configure release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLLOCK_BUILD_BENCH=ON
 # A cluster that does not start fails the galera tests (their URLs are missing), not the run.
 if "$root/scripts/galera-cluster.sh" start "$work/galera"; then
   # shellcheck disable=SC1091
@@ -98,7 +98,7 @@ TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/t
   run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" -L "conformance|unit" -LE "pgbouncer|replication|galera"
 
 echo "=== quick benchmarks (bench/run.sh --quick): ratios to same-run baselines"
-if bash "$root/bench/run.sh" --quick --out "$work/bench"; then
+if bash "$root/bench/run.sh" --quick --out "$work/bench" --build "$build/release"; then
   passed=$((passed + 1))
 else
   echo "=== quick benchmarks: FAILED"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Bounded libFuzzer run of every parser target (default 30 s each); fails on a crash, hang or leak.
+# Bounded libFuzzer run of every parser target (default 30 s each, two at a time); fails on a crash,
+# hang or leak.
 #
 #   tests/fuzz/run.sh [SECONDS]
 #
@@ -23,8 +24,8 @@ fi
 cmake --build "$build" -j 2 >"$build/build.log" 2>&1 || { tail -n 40 "$build/build.log" >&2; exit 1; }
 
 mkdir -p "$build/artifacts"
-status=0
-for target in fuzz_url fuzz_duration fuzz_lock_name fuzz_identifier fuzz_sql; do
+fuzz_one() {  # fuzz_one TARGET: prints one result line (and the crash's summary); returns non-zero on failure
+  local target=$1 scratch log runs rc=0
   scratch=$(mktemp -d /tmp/sqllock-fuzz-corpus.XXXXXX)
   log=$build/$target.log
   if ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -36,8 +37,31 @@ for target in fuzz_url fuzz_duration fuzz_lock_name fuzz_identifier fuzz_sql; do
   else
     echo "fuzz $target: FAILED (log $log)"
     grep -E 'PROPERTY VIOLATED|ERROR: |SUMMARY|input \(|artifact' "$log" | head -20 || tail -20 "$log"
-    status=1
+    rc=1
   fi
   rm -rf "$scratch"
+  return $rc
+}
+# ${SQLLOCK_FUZZ_JOBS:-2} targets at a time (each fuzzer is one process on one core); each target's
+# output is printed whole when it ends.
+jobs=${SQLLOCK_FUZZ_JOBS:-2}
+status=0
+pids=()
+outs=()
+wait_first() {
+  local out=${outs[0]}
+  wait "${pids[0]}" || status=1
+  cat "$out"
+  rm -f "$out"
+  pids=("${pids[@]:1}")
+  outs=("${outs[@]:1}")
+}
+for target in fuzz_url fuzz_duration fuzz_lock_name fuzz_identifier fuzz_sql; do
+  [[ ${#pids[@]} -lt $jobs ]] || wait_first
+  out=$(mktemp /tmp/sqllock-fuzz-out.XXXXXX)
+  fuzz_one "$target" >"$out" 2>&1 &
+  pids+=($!)
+  outs+=("$out")
 done
+while [[ ${#pids[@]} -gt 0 ]]; do wait_first; done
 exit $status

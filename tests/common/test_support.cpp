@@ -7,6 +7,7 @@
 #include <exception>
 #include <iostream>
 #include <random>
+#include <thread>
 
 #include "sqllock/sqllock.hpp"
 
@@ -32,6 +33,15 @@ int prepare_database(const std::string& url, const std::string& program) {
     std::cerr << program << ": cannot prepare the database: " << e.what() << "\n";
     return 2;
   }
+}
+
+bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds limit) {
+  const auto until = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < until) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return condition();
 }
 
 }  // namespace sqllock_testing

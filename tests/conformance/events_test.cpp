@@ -1,4 +1,5 @@
 // Conformance: lease events (client_options::on_event) on a real database.
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -35,18 +36,10 @@ struct event_log {
       if (e.name == name && e.kind != sqllock::event_kind::renewed) out.push_back(e);
     return out;
   }
-  /// Waits up to `bound` until a `lost` event of `name` was told.
-  bool wait_for_lost(const std::string& name, std::chrono::milliseconds bound) {
-    const auto start = std::chrono::steady_clock::now();
-    for (;;) {
-      {
-        std::lock_guard lk(mu);
-        for (const auto& e : events)
-          if (e.name == name && e.kind == sqllock::event_kind::lost) return true;
-      }
-      if (std::chrono::steady_clock::now() - start >= bound) return false;
-      std::this_thread::sleep_for(5ms);
-    }
+  bool told_lost(const std::string& name) {
+    std::lock_guard lk(mu);
+    return std::any_of(events.begin(), events.end(),
+                       [&](const copied_event& e) { return e.name == name && e.kind == sqllock::event_kind::lost; });
   }
 };
 }  // namespace
@@ -88,7 +81,7 @@ TEST(Events, ALeaseTakenOverIsReportedLost) {
   // lets go of that lock (README: hooks never run under a lock of sqllock's), so the event may
   // trail lost() by a moment: under AddressSanitizer the check below once ran first and saw only
   // `acquired`.
-  ASSERT_TRUE(log.wait_for_lost(name, 2s)) << "lost() is true but no lost event was told within 2 s";
+  ASSERT_TRUE(eventually([&] { return log.told_lost(name); }, 2s)) << "lost() is true but no lost event was told within 2 s";
   // The renewal that finds the takeover reports the loss at once; when it is not answered before a
   // third of the TTL is left (the watchdog's first renewal opens its own connection, which under
   // ThreadSanitizer took longer than that), the lease is reported at risk first and lost at its

@@ -33,6 +33,7 @@ const backend_hooks& hooks();
 int run_suite(int argc, char** argv, backend_hooks h);
 
 /// A lock or table name unique to this test run.
+using sqllock_testing::eventually;
 using sqllock_testing::unique_name;
 /// A client on the suite's database; the lock tables already exist.
 sqllock::client make_client(sqllock::client_options options = {});

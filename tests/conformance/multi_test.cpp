@@ -18,14 +18,6 @@ std::vector<std::string> names_of(const std::string& tag, int n) {
   for (int i = 0; i < n; ++i) out.push_back(unique_name(tag + std::to_string(i)));
   return out;
 }
-bool eventually(const std::function<bool()>& f, std::chrono::milliseconds limit) {
-  const auto until = clock::now() + limit;
-  while (clock::now() < until) {
-    if (f()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return f();
-}
 }  // namespace
 
 // ---- multi-lock ----

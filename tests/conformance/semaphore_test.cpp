@@ -138,6 +138,7 @@ TEST(Semaphore, APermitOfADeadHolderExpiresAndBecomesAvailable) {
   EXPECT_EQ(g.permit(), g1->permit());
   EXPECT_GT(g.fencing_token(), g1->fencing_token());
   EXPECT_TRUE(g1->lost());
+  EXPECT_TRUE(eventually([&] { return lost_calls.load() == 1; }, 2s)) << "on_lost trails lost() by a moment at most";
   EXPECT_EQ(lost_calls.load(), 1);
   EXPECT_FALSE(g2->lost());
 }

@@ -37,6 +37,8 @@ TEST(Watchdog, ReportsLossWhenTheLeaseIsStolen) {
   auto start = clock::now();
   while (!g->lost() && ms_since(start) < 3000) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(g->lost());
+  // on_lost is told right after lost() flips, by the deciding thread once it let go of the book's lock.
+  EXPECT_TRUE(eventually([&] { return calls.load() == 1; }, 2s));
   std::this_thread::sleep_for(50ms);
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(lost_token.load(), g->fencing_token());

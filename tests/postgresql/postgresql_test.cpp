@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "common/test_support.hpp"
 #include "core/text.hpp"
 #include "postgresql/postgresql_connection.hpp"
 #include "sqllock/postgresql.hpp"
@@ -440,6 +441,8 @@ TEST_F(PostgreSQL, TerminatedLeaseConnectionIsReconnectedAndNeverBelievedHeldWhe
   const auto deadline = steady::now() + 5s;
   while (!g.lost() && steady::now() < deadline) std::this_thread::sleep_for(50ms);
   EXPECT_TRUE(g.lost());
+  // on_lost is told right after lost() flips, by the deciding thread once it let go of the book's lock.
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return lost_calls.load() == 1; }, 2s));
   EXPECT_EQ(lost_calls.load(), 1);
   EXPECT_THROW(g.release(), sqllock::lease_lost);
 
@@ -463,6 +466,7 @@ TEST_F(PostgreSQL, AHungRenewalDoesNotKeepALeaseBelievedHeld) {
   while (!g.lost() && steady::now() - start < 5s) std::this_thread::sleep_for(20ms);
   EXPECT_TRUE(g.lost()) << "the guard still believes it holds a lease that expired on the server";
   EXPECT_LT(steady::now() - start, 2500ms);
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return lost_calls.load() == 1; }, 2s));
   EXPECT_EQ(lost_calls.load(), 1);
   admin.run("ROLLBACK");
   // The client recovers: a fresh acquisition works once the row is free again.

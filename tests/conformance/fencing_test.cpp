@@ -108,12 +108,14 @@ TEST(Fencing, MaxHoldEndsTheLeaseAndTellsTheHolder) {
   auto b = make_client();
   const auto name = unique_name("max_hold");
   std::atomic<int> at_risk{0}, lost{0};
+  // From before the acquire: max_hold counts from when the acquire was sent, so a slow first
+  // acquire (connect, commit) must not eat into the lower bound below.
+  const auto start = clock::now();
   auto g = a.try_acquire(name, {.ttl = 600ms,
                                 .on_lost = [&](const std::string&, std::int64_t) { ++lost; },
                                 .on_at_risk = [&](const std::string&, std::int64_t) { ++at_risk; },
                                 .max_hold = 900ms});
   ASSERT_TRUE(g);
-  const auto start = clock::now();
   while (!g->lost() && ms_since(start) < 5000) std::this_thread::sleep_for(10ms);
   EXPECT_TRUE(g->lost());
   EXPECT_GE(ms_since(start), 800);
@@ -131,9 +133,11 @@ TEST(Fencing, MinHoldKeepsTheLockAfterAQuickJob) {
   auto a = make_client();
   auto b = make_client();
   const auto name = unique_name("min_hold");
+  // From before the acquire: the row is kept until the database's acquired_at + min_hold, and
+  // acquired_at is no earlier than this (one machine), however slow the acquire's answer.
+  const auto start = clock::now();
   auto g = a.try_acquire(name, {.ttl = 30s, .min_hold = 1500ms});
   ASSERT_TRUE(g);
-  const auto start = clock::now();
   g->release();
   EXPECT_FALSE(b.try_acquire(name)) << "a quick job's lock was free before min_hold";
   auto h = b.acquire_for(name, 5s);

@@ -172,7 +172,7 @@ class connect_slot {
   bool busy_ = false;
 };
 
-connect_slot& connect_mutex() {
+connect_slot& the_connect_slot() {
   static connect_slot s;
   return s;
 }
@@ -252,13 +252,13 @@ std::unique_ptr<sql::Connection> open_connection(const connect_params& params, b
       *socket_fd = -1;
       // Waited for no longer than this connect's own deadline: another lane's connect into a
       // partition must not hold this one (a release bounded by its caller's deadline) for its own.
-      if (!connect_mutex().take(deadline)) {
+      if (!the_connect_slot().take(deadline)) {
         throw connection_lost("mysql: cannot connect to " + url.redacted() +
                                   ": no answer in time (another connect of this process was still waiting)",
                               std::string(backend_name), "", "connect");
       }
       struct slot_back {
-        ~slot_back() { connect_mutex().give_back(); }
+        ~slot_back() { the_connect_slot().give_back(); }
       } slot_taken;
       const auto before = connected_sockets();
       // The handshake after the TCP connect is bounded by the read timeout only (whole seconds, and

@@ -25,16 +25,13 @@ std::vector<std::string> sorted_set(const std::vector<std::string>& names) {
   return out;
 }
 
-/// Release the leases taken so far, last first. Never throws: a failed release is reported by the
-/// guard's destructor to the client's log.
-void roll_back(std::vector<lease_guard>& taken) noexcept {
-  while (!taken.empty()) taken.pop_back();
-}
-
-/// acquire_all's give-back of a set it did not get: as roll_back, each release waiting only for
-/// what is left of the call's deadline (at least one answer's time); one that is not answered by
-/// then is sent again by the client in the background. Never throws.
-void give_back(std::vector<lease_guard>& taken, bool bounded, steady::time_point deadline) noexcept {
+/// Releases the leases taken so far, last first. Never throws. Unbounded (the guard's destructor),
+/// each release is the guard's own, whose failure goes to the client's log. Bounded (acquire_all's
+/// give-back of a set it did not get), each release waits only for what is left of the call's
+/// deadline (at least one answer's time); one that is not answered by then is sent again by the
+/// client in the background, and its failure reaches the user as the lease's statement_error or
+/// lost event.
+void give_back(std::vector<lease_guard>& taken, bool bounded = false, steady::time_point deadline = {}) noexcept {
   while (!taken.empty()) {
     if (bounded) {
       try {
@@ -59,7 +56,7 @@ multi_lease_guard& multi_lease_guard::operator=(multi_lease_guard&& other) noexc
   return *this;
 }
 
-multi_lease_guard::~multi_lease_guard() { roll_back(leases_); }
+multi_lease_guard::~multi_lease_guard() { give_back(leases_); }
 
 std::vector<std::string> multi_lease_guard::names() const {
   std::vector<std::string> out;

@@ -14,10 +14,10 @@ using namespace sqllock_safety;
 
 // Thread W of client `a` waits in acquire_for on a name whose free row an admin transaction holds
 // FOR UPDATE: W's acquire statement waits for that row lock inside the server and keeps a's caller
-// lane for seconds. Thread R of `a` meanwhile releases a lease 1 s before its loss point. The
-// release may not wait for the lane past the loss point: it returns by then (ok, connection_lost
-// or lease_lost, nothing untyped), the name is free for another client by the lease's end, and
-// that client's token is larger.
+// lane for seconds. Thread R of `a` meanwhile releases a lease 1 s before its loss point, while
+// client `b` keeps trying to take that name. The release may not wait for the lane past the loss
+// point: it returns by then (ok, connection_lost or lease_lost, nothing untyped); `b` gets the name
+// by the lease's end (the row is never left held by nobody), with a larger token.
 TEST(BusyLane, AReleaseBehindAnotherThreadsBlockedStatementEndsByTheLeasesLossPoint) {
   auto a = make_client();
   auto b = make_client();
@@ -51,6 +51,22 @@ TEST(BusyLane, AReleaseBehindAnotherThreadsBlockedStatementEndsByTheLeasesLossPo
   // 1 s before the loss point (2000 ms TTL minus the 100 ms loss margin): W is in its statement.
   std::this_thread::sleep_until(t0 + 900ms);
   ASSERT_FALSE(waiter_done) << "the waiter ended before the release: the lane was not busy";
+  // Another client tries to take the name from now on, beside the release: it must get it by the
+  // lease's end (plus slack), with a larger token, whatever the release is doing.
+  std::optional<sqllock::lease_guard> other;
+  long long taken_at = -1;
+  std::jthread taker([&] {
+    for (;;) {
+      try {
+        other = b.try_acquire(name, {.auto_renew = false});
+      } catch (const sqllock::error& e) {
+        ADD_FAILURE() << "the other client's try_acquire threw: " << e.what();
+      }
+      if (other || clock::now() >= t0 + ttl + 1000ms) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    taken_at = ms_since(t0);
+  });
   const auto r0 = clock::now();
   std::string outcome = "ok";
   try {
@@ -68,25 +84,16 @@ TEST(BusyLane, AReleaseBehindAnotherThreadsBlockedStatementEndsByTheLeasesLossPo
   const bool lane_still_busy = !waiter_done;
   // The loss point is 1900 ms after t0; 400 ms slack for a busy machine.
   EXPECT_LT(returned_at, 1900 + 400) << "release() took " << release_ms << " ms (" << outcome << ")";
-  EXPECT_TRUE(lane_still_busy) << "the waiter left the lane before the release returned: not the case under test";
+  EXPECT_TRUE(lane_still_busy) << "the waiter had left the lane when release() returned: release() waited for it";
   std::cout << "[ release ] " << outcome << " after " << release_ms << " ms, " << returned_at
             << " ms after the acquire began\n";
 
-  // No lease held by nobody past its end: whatever the row shows now ends by the lease's end.
-  if (auto info = b.inspect(name)) {
-    std::cout << "[ release ] the row then: token " << info->fencing_token << ", " << info->time_left.count()
-              << " ms left\n";
-    EXPECT_EQ(info->fencing_token, token);
-    EXPECT_LE(info->time_left.count(), 2000 - ms_since(t0) + 200) << "the row outlives the lease";
-  }
-  // Another client takes the name by the lease's end (plus slack), with a larger token.
-  std::optional<sqllock::lease_guard> other;
-  while (!other && clock::now() < t0 + ttl + 1000ms) {
-    other = b.try_acquire(name, {.auto_renew = false});
-    if (!other) std::this_thread::sleep_for(50ms);
-  }
-  ASSERT_TRUE(other) << "the name was still held " << ms_since(t0) << " ms after the acquire began";
-  std::cout << "[ release ] another client acquired it " << ms_since(t0) << " ms after the acquire began\n";
+  taker.join();
+  ASSERT_TRUE(other) << "the name was still held " << taken_at << " ms after the acquire began";
+  EXPECT_LT(taken_at, 2000 + 1000) << "another client could take the name only " << taken_at
+                                   << " ms after the acquire began";
+  std::cout << "[ release ] another client acquired it " << taken_at << " ms after the acquire began, token "
+            << other->fencing_token() << " (released token " << token << ")\n";
   EXPECT_GT(other->fencing_token(), token);
   other->release();
 

@@ -1100,17 +1100,20 @@ class Driver:
                 self.stop_outcomes["taken_over"] += 1
                 # A renew or release whose answer was lost (connection_lost: the server was
                 # restarting or crashed, or the connection was killed) proves nothing either way:
-                # counted as unanswered. Only a passed owner check ("ok") or another error is wrong.
+                # counted as unanswered. So does one that could not run in its bound
+                # (lock_not_available: SQLite's write lock busy past it; the engine re-sends that
+                # release in the background, as after a lost answer). Only a passed owner check
+                # ("ok") or another error is wrong.
                 if x["u"] and x["u"]["result"] in ("lease_lost", "not_holder"):
                     self.stop_outcomes["renew_refused"] += 1
-                elif x["u"] and x["u"]["result"] == "connection_lost":
+                elif x["u"] and x["u"]["result"] in ("connection_lost", "lock_not_available"):
                     self.stop_outcomes["unanswered"] += 1
                 elif x["u"]:
                     self.v.add("stopped_holder_renewed", f"{name} token {token}: taken over while the holder was "
                                                          f"stopped, yet its renew gave {x['u']['result']}")
                 if x["r"] and x["r"]["result"] in ("lease_lost", "not_holder"):
                     self.stop_outcomes["release_refused"] += 1
-                elif x["r"] and x["r"]["result"] == "connection_lost":
+                elif x["r"] and x["r"]["result"] in ("connection_lost", "lock_not_available"):
                     self.stop_outcomes["unanswered"] += 1
                 elif x["r"]:
                     self.v.add("stopped_holder_released", f"{name} token {token}: taken over while the holder "

@@ -236,6 +236,29 @@ class CriticalSections(unittest.TestCase):
         c = history(early_loss=False)
         self.assertEqual([k for k, _ in c.v.items], ["late_loss_report"], c.v.items)
 
+    def test_a_lease_lost_before_its_acquire_returned_overlaps_nothing_it_returned_inside(self):
+        # Seen in CI's PostgreSQL run (seed 551314802): an acquire with a 227 ms TTL ran 4.7 s; its
+        # lease (token 28) was reported lost 127 ms before another worker acquired token 29, and the
+        # call returned 21 ms after that, inside the other's hold. It held nothing: no overlap.
+        def history(early_loss):
+            h = History()
+            x, y = h.loop(90), h.loop(92)
+            h.op(y, 0, "invoke", "acquire", "f_lock2", 0, "ttl=227")
+            if early_loss:
+                h.op(y, 4576, "lost", "outer", "f_lock2", 28, "callback")
+            h.op(x, 4700, "invoke", "acquire", "f_lock2", 0, "ttl=2000")
+            h.op(x, 4703, "ok", "acquire", "f_lock2", 29, "multi")
+            h.op(y, 4724, "ok", "acquire", "f_lock2", 28, "hold=1")
+            h.op(y, 4767, "invoke", "release", "f_lock2", 28, "race")
+            h.op(y, 4768, "fail", "release", "f_lock2", 28, "lease_lost")
+            h.op(x, 6500, "invoke", "release", "f_lock2", 29)
+            h.op(x, 6501, "ok", "release", "f_lock2", 29)
+            return h.check()
+        c = history(early_loss=True)
+        self.assertEqual(c.v.count(), 0, c.v.items)
+        c = history(early_loss=False)
+        self.assertIn("overlap", [k for k, _ in c.v.items], c.v.items)
+
 
 class FakeProc:
     def __init__(self, pid, index, log_path):
@@ -276,7 +299,7 @@ class StuckAfterHolderDied(unittest.TestCase):
         self.o_line(103, 6710, "ok", "release", 7)
         self.log(103, f"R\tf_lock0\t7\t{T0 + 6700 * MS}\t{T0 + 6710 * MS}\tok\t0\t0")
 
-    def run_driver_check(self, probe_lines=()):
+    def run_driver_check(self, probe_lines=(), events=None):
         procs = []
         for pid, lines in sorted(self.logs.items()):
             path = os.path.join(self.dir.name, f"lock_{pid:05d}.log")
@@ -291,7 +314,8 @@ class StuckAfterHolderDied(unittest.TestCase):
         d.v = check_history.Violations()
         d.notes = []
         d.restarts = []
-        d.events = [dict(kind="kill", t=T0 + 2000 * MS, pid=101, holding=("f_lock0", 5))]
+        d.events = events if events is not None else [dict(kind="kill", t=T0 + 2000 * MS, pid=101,
+                                                            holding=("f_lock0", 5))]
         d.lock_procs_all = procs
         d.probe = FakeProc(-1, -1, probe_path)
         db = dict(res={}, aw=[], lock={"f_lock0": (self.lock_row_token, "h")}, stock={}, sales={}, integrity=[])
@@ -300,6 +324,36 @@ class StuckAfterHolderDied(unittest.TestCase):
 
     def kinds(self, d):
         return [k for k, _ in d.v.items]
+
+    def stopped_holder_history(self, release_result):
+        # Holder 101 (TTL 2 s) acquires token 5 at 1.0 s and is SIGSTOPped from 1.5 s to 6.0 s;
+        # 103 takes the name over (token 7) at 4.5 s; after the resume 101 releases.
+        self.o_line(101, 1000, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(101, 1010, "ok", "acquire", 5, "hold=1")
+        self.log(101, f"A\tf_lock0\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
+        self.o_line(101, 6100, "invoke", "release", 5)
+        self.o_line(101, 6350, "fail" if release_result != "ok" else "ok", "release", 5, release_result)
+        self.log(101, f"R\tf_lock0\t5\t{T0 + 6100 * MS}\t{T0 + 6350 * MS}\t{release_result}\t1\t1")
+        self.o_line(103, 4400, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(103, 4500, "ok", "acquire", 7, "hold=1")
+        self.log(103, f"A\tf_lock0\t7\th103\t{T0 + 4400 * MS}\t{T0 + 4500 * MS}")
+        self.o_line(103, 4600, "invoke", "release", 7)
+        self.o_line(103, 4610, "ok", "release", 7)
+        self.log(103, f"R\tf_lock0\t7\t{T0 + 4600 * MS}\t{T0 + 4610 * MS}\tok\t0\t0")
+        return self.run_driver_check(events=[dict(kind="stop", t=T0 + 1500 * MS, pid=101, holding=("f_lock0", 5),
+                                                  t_end=T0 + 6000 * MS)])
+
+    def test_a_stopped_holders_release_that_could_not_run_in_its_bound_proves_nothing(self):
+        # CI's SQLite run (seed 2425870918): the release after the resume met SQLite's write lock
+        # busy past its 250 ms bound (lock_not_available; the engine re-sends it in the background).
+        self.lock_row_token = 7
+        d = self.stopped_holder_history("lock_not_available")
+        self.assertNotIn("stopped_holder_released", self.kinds(d), d.v.items)
+        self.assertEqual(d.stop_outcomes["unanswered"], 1)
+
+    def test_a_stopped_holders_release_that_passed_its_owner_check_is_flagged(self):
+        self.lock_row_token = 7
+        self.assertIn("stopped_holder_released", self.kinds(self.stopped_holder_history("ok")))
 
     def test_a_waiter_timing_out_after_the_dead_lease_expired_with_nobody_acquiring_is_flagged(self):
         self.base_history()

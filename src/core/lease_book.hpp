@@ -113,6 +113,10 @@ class lease_book {
   bool holds_live_in_scope(const std::string& name, std::uint64_t scope, steady::time_point now) const;
 
   /// Record a new acquisition (the acquire statement started at `started`) and its first hold.
+  /// Returns null, recording nothing, when the answer came at or after the lease's loss point
+  /// (`started` + TTL - loss_margin): by this client's own rule the lease is already lost, and
+  /// another client may take it at any moment, so it must never be handed to the caller (a slow
+  /// answer under a loaded server once returned such a lease 148 ms after its on_lost had run).
   std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,
                                    const lease_options& options, const std::shared_ptr<lease_engine>& engine);
 

@@ -187,6 +187,21 @@ lease_engine::~lease_engine() {
   db_.reset();
 }
 
+void lease_engine::answered_too_late(const lease_ref& ref, milliseconds ttl) noexcept {
+  // The database granted the lease, but its answer came at or after the lease's loss point: it is
+  // not handed to the caller (book_.add refused it). Its row is released by owner in the
+  // background (a no-op if another client took it over meanwhile), and the try counts as not
+  // acquired: a waiter goes on waiting, a single try says no.
+  try {
+    outbox_.add({ref, milliseconds(0), {}}, steady::now() + ttl + milliseconds(1000));
+    renewer_->poke();
+    log_message(options_, log_level::warning,
+                "the acquire of '" + ref.name + "' (token " + std::to_string(ref.token) +
+                    ") was answered after its lease's loss point: not used, released");
+  } catch (...) {
+  }
+}
+
 std::string lease_engine::next_owner() { return nonce_ + "." + std::to_string(++owner_seq_); }
 
 void lease_engine::wake(const std::string& name) noexcept {
@@ -303,6 +318,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     lost.error = nullptr;
     if (!last.acquired) return nullptr;
     auto h = book_.add({name, owner, last.token}, label_, scope, lease_start(t0, last), options, self);
+    if (!h) {
+      answered_too_late({name, owner, last.token}, options.ttl);
+      last.acquired = false;
+      return nullptr;
+    }
     done = true;
     schedule_renewal(*h->acq);
     if (options_.log) {
@@ -444,6 +464,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
         continue;
       }
       auto h = book_.add({row, owner, got.token}, label_, scope, lease_start(t0, got), options, self);
+      if (!h) {
+        answered_too_late({row, owner, got.token}, options.ttl);
+        continue;
+      }
       h->semaphore = name;
       h->permit = slot;
       acquired_row = row;
@@ -579,6 +603,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     if (direct) lost.error = nullptr;
     if (!last.acquired) return nullptr;
     auto h = book_.add({name, owner, last.token}, label_, scope, lease_start(t1, last), options, self);
+    if (!h) {
+      answered_too_late({name, owner, last.token}, options.ttl);
+      last.acquired = false;
+      return nullptr;
+    }
     done = true;
     schedule_renewal(*h->acq);
     if (options_.log) {

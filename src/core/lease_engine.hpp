@@ -85,6 +85,9 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
 
  private:
   std::string next_owner();
+  /// An acquisition the lease book refused because its answer came at or after its loss point:
+  /// released by owner in the background. Never throws.
+  void answered_too_late(const lease_ref& ref, std::chrono::milliseconds ttl) noexcept;
   /// acquire() in fair mode, past re-entry: take a ticket, poll it (renewing it) until it is the
   /// lowest live one or the lock was handed to it, then take the lock with the same owner id.
   std::shared_ptr<lease_state> acquire_fair(const std::string& name, const lease_options& options,

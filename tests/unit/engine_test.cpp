@@ -80,6 +80,25 @@ TEST(LeaseBook, RenewalsAreDueAtAThirdAndBatchedWithinASixth) {
   EXPECT_EQ(book.next_renewal(), t0 + 350ms);  // c
 }
 
+// An acquisition answered at or after its loss point (the statement began at `started`; TTL minus
+// the loss margin has passed) is never recorded: by the client's own rule it is lost already and
+// another client may take the name at any moment. CI's fault run saw such a lease (227 ms TTL,
+// answered 4.7 s after the call began) returned to its caller 148 ms after its on_lost had run.
+TEST(LeaseBook, AnAcquisitionAnsweredAfterItsLossPointIsNotRecorded) {
+  d::lease_book book;
+  int lost_calls = 0;
+  auto o = opts(300ms);
+  o.on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; };
+  const auto now = steady::now();
+  EXPECT_FALSE(book.add({"late", "o", 3}, "h", 0, now - 300ms, o, nullptr));
+  EXPECT_FALSE(book.add({"late2", "o", 4}, "h", 0, now - 300ms + d::loss_margin(300ms), o, nullptr));
+  EXPECT_FALSE(book.holds_name("late"));
+  EXPECT_EQ(lost_calls, 0) << "nothing was recorded, so nothing is reported";
+  auto h = book.add({"fresh", "o", 5}, "h", 0, now - 200ms, o, nullptr);  // 85 ms before its loss point
+  ASSERT_TRUE(h);
+  EXPECT_TRUE(book.holds_name("fresh"));
+}
+
 TEST(LeaseBook, AnUnmatchedRenewalIsLostAndNotifiedOnce) {
   d::lease_book book;
   int calls = 0;

@@ -112,7 +112,7 @@ if [[ $failed -gt 0 ]]; then
   for f in "$work"/ctest-*.log; do
     [[ -e "$f" ]] || continue
     grep -E '\*\*\*(Failed|Timeout|Exception)|^\[  FAILED  \] [A-Za-z]' "$f" | sort -u | head -n 12 || true
-    grep -E -A 5 '^[^ ]+:[0-9]+: Failure$|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:|^VIOLATION ' "$f" | head -n 30 || true
+    grep -E -A 5 '^[^ ]+:[0-9]+: Failure$|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:|^VIOLATION ' "$f" | cut -c1-300 | head -n 30 || true
   done
 fi
 echo "total: $passed passed, $failed failed"

@@ -967,17 +967,13 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   bool released = false;
   try {
     released = db_->release(*request, lane::caller);
-  } catch (const connection_lost& e) {
-    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
-    renewer_->poke();
-    events_->emit_error(e, a.ref.name, a.ref.token);
-    throw;
-  } catch (const lock_not_available& e) {
-    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
-    renewer_->poke();
-    events_->emit_error(e, a.ref.name, a.ref.token);
-    throw;
   } catch (const error& e) {
+    // Not applied, or not known to be (no answer, busy past its bound, rolled back): the outbox
+    // sends it again, so the row is freed in moments, not left to its TTL.
+    if (worth_sending_again(e)) {
+      outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
+      renewer_->poke();
+    }
     events_->emit_error(e, a.ref.name, a.ref.token);
     throw;
   }

@@ -5,6 +5,11 @@
 
 namespace sqllock::detail {
 
+bool worth_sending_again(const std::exception& e) noexcept {
+  return dynamic_cast<const connection_lost*>(&e) || dynamic_cast<const lock_not_available*>(&e) ||
+         dynamic_cast<const retryable_error*>(&e) || dynamic_cast<const query_canceled*>(&e);
+}
+
 using std::chrono::milliseconds;
 
 void release_outbox::add(release_request request, steady::time_point give_up_at) {
@@ -72,18 +77,20 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
           if (log_) {
             log_message(
                 *log_, log_level::info,
-                "lock '" + e.request.lease.name + "': a release whose answer was lost was sent again and applied");
+                "lock '" + e.request.lease.name + "': a release that did not complete was sent again and applied");
           }
         }
       } catch (const connection_lost&) {
         e.next_try = steady::now() + std::min(milliseconds(250LL << std::min(e.tries, 4)), milliseconds(2000));
         ++e.tries;
         retry.push_back(std::move(e));
-      } catch (const lock_not_available&) {
-        e.next_try = steady::now() + milliseconds(50);
-        ++e.tries;
-        retry.push_back(std::move(e));
       } catch (const std::exception& ex) {
+        if (worth_sending_again(ex)) {  // busy or rolled back: the server answered, so soon again
+          e.next_try = steady::now() + milliseconds(50);
+          ++e.tries;
+          retry.push_back(std::move(e));
+          continue;
+        }
         if (log_) {
           log_message(
               *log_, log_level::warning,

@@ -1,5 +1,6 @@
-// The release outbox: releases whose outcome is unknown (the answer was lost), sent again until the
-// database answers or the lease has certainly expired.
+// The release outbox: releases that did not complete (the answer was lost, the statement could not
+// run in its bound or was rolled back), sent again until the database answers or the lease has
+// certainly expired.
 #pragma once
 
 #include <chrono>
@@ -12,6 +13,13 @@
 #include "core/backend.hpp"
 
 namespace sqllock::detail {
+
+/// True for a release that failed without changing anything, or without an answer (connection
+/// lost, the row lock or the connection stayed busy past its bound, the server rolled the statement
+/// back as a deadlock victim or serialization failure, or cancelled it): sending it again can only
+/// free the acquisition it names, so it goes to the outbox instead of leaving the row held until
+/// its TTL runs out. Other errors (a bad request, a missing table) would fail again the same way.
+bool worth_sending_again(const std::exception& e) noexcept;
 
 /// Pending releases. Each one names one acquisition by its unique owner id, so sending it twice, or
 /// after the name was acquired again by anyone (this client included), can never free anything but

@@ -188,6 +188,10 @@ std::vector<std::size_t> fake_backend::renew(std::span<const renew_item> items, 
 release_outcome fake_backend::release(const release_request& req, lane) {
   const auto f = before(fake_op::release, req.deadline);
   if (f == fault::fail || f == fault::hang) no_answer("lease_release");
+  if (f == fault::conflict) {
+    throw deadlock_detected("fake lease_release: deadlock found, transaction rolled back", "fake", "40P01",
+                            "lease_release");
+  }
   bool released = false;
   {
     std::lock_guard lk(db_->mu);

@@ -46,7 +46,8 @@ enum class fake_op { acquire, renew, release, queue, any };
 ///   throw connection_lost (a partition);
 /// - delay(op, d): every statement of op takes d before it is applied (bounded by its deadline);
 /// - conflict(op, n): the next n statements of op (acquire, queue_poll) are not applied and throw serialization_failure
-///   (the server rolled them back: SERIALIZABLE's 40001, a Galera certification conflict);
+///   (the server rolled them back: SERIALIZABLE's 40001, a Galera certification conflict); a
+///   release throws deadlock_detected (an InnoDB deadlock victim after the backend's reruns);
 /// - heal(op): the pending lose/fail/hang/conflict counts and the delay of op are dropped (the
 ///   database answers normally again);
 /// - occupy_lane(d): the callers' lane stays busy for d from now (other threads' statements ahead

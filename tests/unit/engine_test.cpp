@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/test_support.hpp"
 #include "core/fifo_mutex.hpp"
 #include "core/lease_book.hpp"
 #include "core/lease_engine.hpp"
@@ -239,6 +240,21 @@ TEST(ReleaseOutbox, KeepsAReleaseUntilTheDatabaseAnswersThenDropsIt) {
   EXPECT_FALSE(b.inspect("n"));
 }
 
+TEST(ReleaseOutbox, KeepsAReleaseTheServerRolledBackAndSendsItAgainSoon) {
+  auto db = std::make_shared<d::fake_database>();
+  d::fake_backend b(db);
+  auto got = b.acquire({"n", "h", "o1", 30s, steady::now() + 1s});
+  ASSERT_TRUE(got.acquired);
+  d::release_outbox box;
+  box.add({{"n", "o1", got.token}, 0ms, {}}, steady::now() + 10s);
+  b.conflict(d::fake_op::release, 1);
+  EXPECT_TRUE(box.flush(b, d::lane::watchdog, steady::now()).empty());
+  EXPECT_TRUE(box.has("n")) << "a rolled-back release was dropped";
+  std::this_thread::sleep_for(60ms);
+  EXPECT_EQ(box.flush(b, d::lane::watchdog, steady::now()), std::vector<std::string>{"n"});
+  EXPECT_FALSE(b.inspect("n"));
+}
+
 TEST(ReleaseOutbox, GivesUpOnceTheLeaseHasExpiredAnyway) {
   auto db = std::make_shared<d::fake_database>();
   d::fake_backend b(db);
@@ -377,6 +393,21 @@ TEST(Engine, AReleaseWhoseAnswerIsLostIsSentAgainAndNeverFreesALaterAcquisition)
   auto info = f.engine->inspect("n");
   ASSERT_TRUE(info);
   EXPECT_EQ(info->owner, h->acq->ref.owner);
+}
+
+// A release the server rolled back (a deadlock victim or 40001 still at the end of the backend's
+// own reruns) changed nothing: like a lost answer it is re-sent in the background, so the row is
+// free again in moments rather than held by nobody until its TTL runs out.
+TEST(Engine, AReleaseTheServerRolledBackIsSentAgainInTheBackground) {
+  engine_fixture f;
+  auto g = f.try_acquire("n", {.ttl = 30s, .auto_renew = false});
+  ASSERT_TRUE(g);
+  f.fake->conflict(d::fake_op::release, 1);
+  EXPECT_THROW(f.engine->release(*g), sqllock::retryable_error);
+  EXPECT_TRUE(f.engine->inspect("n"));  // rolled back: still held
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return !f.engine->inspect("n"); }, 2s))
+      << "the row stays held until its 30 s TTL";
+  EXPECT_EQ(f.fake->count(d::fake_op::release), 2);
 }
 
 TEST(Engine, AHangingRenewalIsReportedLostAtTheLocalDeadline) {

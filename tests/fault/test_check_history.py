@@ -325,12 +325,15 @@ class StuckAfterHolderDied(unittest.TestCase):
     def kinds(self, d):
         return [k for k, _ in d.v.items]
 
-    def stopped_holder_history(self, release_result):
+    def stopped_holder_history(self, release_result, renew_result=None):
         # Holder 101 (TTL 2 s) acquires token 5 at 1.0 s and is SIGSTOPped from 1.5 s to 6.0 s;
         # 103 takes the name over (token 7) at 4.5 s; after the resume 101 releases.
         self.o_line(101, 1000, "invoke", "acquire", 0, "ttl=2000")
         self.o_line(101, 1010, "ok", "acquire", 5, "hold=1")
         self.log(101, f"A\tf_lock0\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
+        if renew_result is not None:
+            # After the resume the holder renews first (the guard reports its loss either way).
+            self.log(101, f"U\tf_lock0\t5\t{T0 + 6050 * MS}\t{T0 + 6090 * MS}\t{renew_result}\t1")
         self.o_line(101, 6100, "invoke", "release", 5)
         self.o_line(101, 6350, "fail" if release_result != "ok" else "ok", "release", 5, release_result)
         self.log(101, f"R\tf_lock0\t5\t{T0 + 6100 * MS}\t{T0 + 6350 * MS}\t{release_result}\t1\t1")
@@ -350,6 +353,19 @@ class StuckAfterHolderDied(unittest.TestCase):
         d = self.stopped_holder_history("lock_not_available")
         self.assertNotIn("stopped_holder_released", self.kinds(d), d.v.items)
         self.assertEqual(d.stop_outcomes["unanswered"], 1)
+
+    def test_a_stopped_holders_renew_that_could_not_run_in_its_bound_proves_nothing(self):
+        self.lock_row_token = 7
+        d = self.stopped_holder_history("lease_lost", renew_result="lock_not_available")
+        self.assertEqual(self.kinds(d), [], d.v.items)
+        self.assertEqual(d.stop_outcomes["unanswered"], 1)
+        self.assertEqual(d.stop_outcomes["release_refused"], 1)
+        self.assertEqual(d.stop_outcomes["guard_lost"], 1)
+
+    def test_a_stopped_holders_renew_that_passed_its_owner_check_is_flagged(self):
+        self.lock_row_token = 7
+        d = self.stopped_holder_history("lease_lost", renew_result="ok")
+        self.assertIn("stopped_holder_renewed", self.kinds(d), d.v.items)
 
     def test_a_stopped_holders_release_that_passed_its_owner_check_is_flagged(self):
         self.lock_row_token = 7

@@ -223,36 +223,33 @@ TEST(FifoMutex, HandsOverInArrivalOrderAndSkipsWaitersThatGaveUp) {
 
 // ---- release_outbox ----
 
-TEST(ReleaseOutbox, KeepsAReleaseUntilTheDatabaseAnswersThenDropsIt) {
+namespace {
+// The outbox holds the release of a lease; `fault` makes its first send fail. The release must be
+// kept, and a flush after `pause` (the back-off) must send it again and free the row.
+void expect_kept_then_sent_again(void (*fault)(d::fake_backend&), milliseconds pause) {
   auto db = std::make_shared<d::fake_database>();
   d::fake_backend b(db);
   auto got = b.acquire({"n", "h", "o1", 30s, steady::now() + 1s});
   ASSERT_TRUE(got.acquired);
   d::release_outbox box;
   box.add({{"n", "o1", got.token}, 0ms, {}}, steady::now() + 10s);
-  b.fail(d::fake_op::release, 1);
+  fault(b);
   EXPECT_TRUE(box.flush(b, d::lane::watchdog, steady::now()).empty());
   EXPECT_FALSE(box.empty());
-  EXPECT_TRUE(box.has("n"));
-  std::this_thread::sleep_for(300ms);
+  EXPECT_TRUE(box.has("n")) << "the release was dropped";
+  std::this_thread::sleep_for(pause);
   EXPECT_EQ(box.flush(b, d::lane::watchdog, steady::now()), std::vector<std::string>{"n"});
   EXPECT_TRUE(box.empty());
   EXPECT_FALSE(b.inspect("n"));
 }
+}  // namespace
+
+TEST(ReleaseOutbox, KeepsAReleaseUntilTheDatabaseAnswersThenDropsIt) {
+  expect_kept_then_sent_again([](d::fake_backend& b) { b.fail(d::fake_op::release, 1); }, 300ms);
+}
 
 TEST(ReleaseOutbox, KeepsAReleaseTheServerRolledBackAndSendsItAgainSoon) {
-  auto db = std::make_shared<d::fake_database>();
-  d::fake_backend b(db);
-  auto got = b.acquire({"n", "h", "o1", 30s, steady::now() + 1s});
-  ASSERT_TRUE(got.acquired);
-  d::release_outbox box;
-  box.add({{"n", "o1", got.token}, 0ms, {}}, steady::now() + 10s);
-  b.conflict(d::fake_op::release, 1);
-  EXPECT_TRUE(box.flush(b, d::lane::watchdog, steady::now()).empty());
-  EXPECT_TRUE(box.has("n")) << "a rolled-back release was dropped";
-  std::this_thread::sleep_for(60ms);
-  EXPECT_EQ(box.flush(b, d::lane::watchdog, steady::now()), std::vector<std::string>{"n"});
-  EXPECT_FALSE(b.inspect("n"));
+  expect_kept_then_sent_again([](d::fake_backend& b) { b.conflict(d::fake_op::release, 1); }, 60ms);
 }
 
 TEST(ReleaseOutbox, GivesUpOnceTheLeaseHasExpiredAnyway) {

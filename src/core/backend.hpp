@@ -111,6 +111,11 @@ struct queue_request {
   /// Renew the ticket (a write). False: only read where the waiter stands (no write, no commit
   /// flush), for a wake-up between renewals; an answer with seq 0 means the ticket is gone.
   bool refresh = true;
+  /// How long the backend may wait for its callers' lane (as for an acquire): still busy then, it
+  /// sends nothing and answers seq 0 (the waiter polls again soon), so a poll never starts with a
+  /// sliver of its budget that no round trip could meet.
+  steady::time_point lane_deadline = steady::time_point::max();
+  steady::time_point lane_until() const noexcept { return std::min(lane_deadline, deadline); }
 };
 
 /// Where a fair waiter stands after its poll.

@@ -586,6 +586,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     if (!direct) {
       queue_request q{name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline),
                       place.seq, refresh_now};
+      q.lane_deadline = lane_deadline_of(t0, q.deadline);
       place = db_->queue_poll(q);
       if (refresh_now && place.seq != 0) renewed = t0;
       lost.error = nullptr;

@@ -236,6 +236,17 @@ release_outcome fake_backend::release(const release_request& req, lane) {
 }
 
 queue_outcome fake_backend::queue_poll(const queue_request& req) {
+  steady::time_point busy;
+  {
+    std::lock_guard lk(mu_);
+    busy = lane_busy_until_;
+  }
+  if (busy > req.lane_until()) {
+    std::this_thread::sleep_until(req.lane_until());
+    if (req.lane_until() >= req.deadline) no_answer("queue_poll");  // busy to the statement's deadline
+    return {};  // the lane stayed busy past its bound: nothing sent, poll again
+  }
+  std::this_thread::sleep_until(busy);
   const auto f = before(fake_op::queue, req.deadline);
   if (f == fault::fail || f == fault::hang) no_answer("queue_poll");
   if (f == fault::conflict) {

@@ -51,8 +51,8 @@ enum class fake_op { acquire, renew, release, queue, any };
 /// - heal(op): the pending lose/fail/hang/conflict counts and the delay of op are dropped (the
 ///   database answers normally again);
 /// - occupy_lane(d): the callers' lane stays busy for d from now (other threads' statements ahead
-///   in the queue): an acquire waits for it until its lane deadline, and answers "not acquired"
-///   without touching the table when it is still busy then.
+///   in the queue): an acquire or a queue poll waits for it until its lane deadline, and answers
+///   "not acquired" (seq 0) without touching the table when it is still busy then.
 /// Counters: statements of each op.
 class fake_backend final : public backend {
  public:

@@ -302,7 +302,8 @@ class mysql_backend final : public backend {
   }
 
   queue_outcome queue_poll(const queue_request& req) override {
-    auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "queue_poll");
+    std::unique_lock lock(caller_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(req.lane_until())) return {};  // the lane stayed busy: nothing sent, poll again
     return with_lane(caller_, req.deadline, [&](connection& c) {
       const std::int64_t ttl = req.ttl.count();
       if (req.seq == 0) {

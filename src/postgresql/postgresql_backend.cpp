@@ -352,7 +352,8 @@ class postgresql_backend final : public backend {
   }
 
   queue_outcome queue_poll(const queue_request& req) override {
-    auto lock = lock_lane(caller_mutex_, req.deadline, backend_name, "queue_poll");
+    std::unique_lock lock(caller_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(req.lane_until())) return {};  // the lane stayed busy: nothing sent, poll again
     count_statement();
     auto r = req.refresh ? caller_.run(queue_poll_, {req.name, req.holder, req.owner, std::to_string(req.ttl.count())},
                                        req.deadline)

@@ -275,7 +275,8 @@ class sqlite_backend final : public backend {
   }
 
   queue_outcome queue_poll(const queue_request& req) override {
-    auto lk = lock_lane(caller_mu_, req.deadline, kind_name, "queue_poll");
+    std::unique_lock lk(caller_mu_, std::defer_lock);
+    if (!lk.try_lock_until(req.lane_until())) return {};  // the lane stayed busy: nothing sent, poll again
     busy_timeout_scope scope(caller_.db.get(), std::min(acquire_busy_ms,
                                                         time_until(req.deadline, std::chrono::milliseconds(1)).count()));
     queue_outcome out;

@@ -489,6 +489,25 @@ TEST(EngineFair, OnlyAFairLeasesReleaseHandsOver) {
   EXPECT_FALSE(book.drop(*kept)->hand_over);
 }
 
+// A fair poll, like an acquire, waits for this client's busy lane for at most half its budget: a
+// poll that got the lane with a sliver left would run out mid-statement (a real backend then drops
+// the connection, for the threads behind it too) and a single try would report connection_lost.
+TEST(EngineFair, APollWhoseLaneStaysBusyPastHalfItsBudgetSendsNothing) {
+  engine_fixture f;
+  f.fake->occupy_lane(750ms);
+  f.fake->delay(d::fake_op::queue, 225ms);  // one round trip: it would end after the 950 ms budget
+  const auto start = steady::now();
+  std::shared_ptr<d::lease_state> g;
+  EXPECT_NO_THROW(g = f.try_acquire("n", fair_opts(1s)));
+  EXPECT_FALSE(g);
+  EXPECT_LT(steady::now() - start, 700ms);
+  EXPECT_EQ(f.fake->count(d::fake_op::queue), 0);
+  EXPECT_FALSE(f.engine->inspect("n"));
+  f.fake->heal(d::fake_op::queue);
+  std::this_thread::sleep_for(300ms);  // the lane is free again
+  EXPECT_TRUE(f.try_acquire("n", fair_opts(1s)));
+}
+
 // A waiter cancelled after the lock was handed to it (another client's release, which does not wake
 // it) releases that lease on its way out, handing it on: nothing leaks, no ticket stays.
 TEST(EngineFair, CancelledWaiterReleasesALeaseHandedToItMeanwhile) {

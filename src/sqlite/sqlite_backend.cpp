@@ -9,7 +9,6 @@
 #include "core/idle_pool.hpp"
 #include "core/text.hpp"
 #include "sqlite/sqlite_connection.hpp"
-#include "sqlite/sqlite_session.hpp"
 #include "sqlite/sqlite_waker.hpp"
 
 namespace sqllock::detail::sqlite {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -84,6 +85,11 @@ std::int64_t now_ms();
 
 /// Register sqllock_now_ms() (the lease statements' clock) on a connection.
 void register_clock(sqlite3* db);
+
+/// A transaction on `db`, handed back through `give_back(db, healthy)` when it ends
+/// (sqlite_session.cpp).
+std::unique_ptr<session> make_session(sqlite3* db, std::function<void(sqlite3*, bool)> give_back,
+                                      const transaction_options& options, const client_options& log_options);
 
 
 }  // namespace sqllock::detail::sqlite

@@ -1,5 +1,4 @@
 // SQLite transactions: BEGIN IMMEDIATE (sent lazily), statements, CAS and whole-database "row locks".
-#include "sqlite/sqlite_session.hpp"
 #include "sqlite/sqlite_connection.hpp"
 #include "sqllock/sqlite.hpp"
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -219,6 +221,76 @@ TEST(FifoMutex, HandsOverInArrivalOrderAndSkipsWaitersThatGaveUp) {
   EXPECT_EQ(order, (std::vector<int>{0, 1, 3}));
   EXPECT_TRUE(m.try_lock());
   m.unlock();
+}
+
+// ---- wait_queues ----
+
+TEST(WaitQueues, OnlyTheHeadTriesAndLeavingHandsTheHeadToTheNextInArrivalOrder) {
+  d::wait_queues q;
+  std::stop_source stop;
+  EXPECT_FALSE(q.has_waiters("n"));
+  auto first = std::make_unique<d::wait_queues::ticket>(q, "n");
+  d::wait_queues::ticket second(q, "n");
+  d::wait_queues::ticket elsewhere(q, "m");  // another name's queue is its own
+  EXPECT_TRUE(q.has_waiters("n"));
+  EXPECT_TRUE(first->wait_until_head(stop.get_token(), steady::now() + 1s));
+  EXPECT_TRUE(elsewhere.wait_until_head(stop.get_token(), steady::now() + 1s));
+  EXPECT_FALSE(second.wait_until_head(stop.get_token(), steady::now() + 50ms)) << "two heads of one name";
+  std::atomic<bool> head{false};
+  std::thread waiter([&] { head = second.wait_until_head(stop.get_token(), steady::now() + 5s); });
+  std::this_thread::sleep_for(30ms);
+  EXPECT_FALSE(head.load());
+  const auto left = steady::now();
+  first.reset();  // the head leaves: the next one is head at once
+  waiter.join();
+  EXPECT_TRUE(head.load());
+  EXPECT_LT(steady::now() - left, 1s);
+}
+
+TEST(WaitQueues, AWakeOfItsNameEndsTheHeadsSleepAndCountsAsAnEvent) {
+  d::wait_queues q;
+  std::stop_source stop;
+  d::wait_queues::ticket t(q, "n");
+  ASSERT_TRUE(t.wait_until_head(stop.get_token(), steady::now() + 1s));
+  const auto e0 = t.events();
+  auto t0 = steady::now();
+  q.wake("m");  // not its name: it sleeps its full pause
+  t.sleep(stop.get_token(), steady::now() + 100ms, e0);
+  EXPECT_GE(steady::now() - t0, 95ms);
+  EXPECT_EQ(t.events(), e0);
+  std::thread waker([&] {
+    std::this_thread::sleep_for(50ms);
+    q.wake("n");
+  });
+  t0 = steady::now();
+  t.sleep(stop.get_token(), steady::now() + 5s, e0);
+  waker.join();
+  EXPECT_LT(steady::now() - t0, 1s) << "the wake did not end the sleep";
+  EXPECT_GT(t.events(), e0);
+  t0 = steady::now();
+  t.sleep(stop.get_token(), steady::now() + 5s, e0);  // an event already seen since e0: no sleep
+  EXPECT_LT(steady::now() - t0, 100ms);
+}
+
+TEST(WaitQueues, AStopRequestCancelsAWaiterAndItsPlaceIsGone) {
+  d::wait_queues q;
+  std::stop_source stop;
+  auto head = std::make_unique<d::wait_queues::ticket>(q, "n");
+  std::atomic<bool> cancelled{false};
+  std::thread waiter([&] {
+    d::wait_queues::ticket behind(q, "n");
+    try {
+      behind.wait_until_head(stop.get_token(), steady::now() + 5s);
+    } catch (const sqllock::cancelled&) {
+      cancelled = true;
+    }
+  });
+  std::this_thread::sleep_for(30ms);
+  stop.request_stop();
+  waiter.join();
+  EXPECT_TRUE(cancelled.load());
+  head.reset();
+  EXPECT_FALSE(q.has_waiters("n"));
 }
 
 // ---- release_outbox ----

@@ -111,10 +111,10 @@ class Proc:
                 # (the crash_after_ack class crashes the server right after one).
                 # A reader-writer hold (<prefix>_rwN) lives in a derived row (the writer's, or a
                 # reader row named after the client's nonce) that the row check cannot name: not
-                # a crash_after_ack target; nor a fair hold (<prefix>_fair0), a name the dump
-                # does not cover (the fair shape is checked on the history alone).
+                # a crash_after_ack target. A fair hold (<prefix>_fair0) is: its lock row is the
+                # name's own (a fair release hands it over with a new token, never the old one).
                 if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release") and \
-                        not RW_NAME.search(parts[4]) and not FAIR_NAME.search(parts[4]):
+                        not RW_NAME.search(parts[4]):
                     self.acks += 1
                     self.last_ack = (parts[3], parts[4], int(parts[5]), int(parts[1]))
                 continue
@@ -181,6 +181,9 @@ def permit_row_name(semaphore, slot):
 
 RW_NAME = re.compile(r"_rw\d+(@\d+)?$")  # the reader-writer shape's names (fault_worker.cpp)
 FAIR_NAME = re.compile(r"_fair\d+(@\d+)?$")  # the fair shape's name (fault_worker.cpp)
+# The fair shape's ticket TTL (fault_worker.cpp leaves lease_options::fair_ticket_ttl at the library's
+# default; each fair invoke logs it as ticket_ttl=): how long a waiter's ticket outlives its last poll.
+FAIR_TICKET_TTL_US = 2_000_000
 
 
 def lock_row_of(name):
@@ -1061,8 +1064,12 @@ class Driver:
                 for t_from, t_to in self.other_holds.get(base_name(name), []):
                     if t_to > ev["t"]:
                         limit = min(limit, max(t_from, ev["t"]))
+                fair = bool(FAIR_NAME.search(name))
                 for n in timeouts.get(base_name(name), []):
-                    if free_by + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
+                    # A fair name goes to the lowest live ticket: a waiter whose process a fault hit
+                    # (stopped, killed, cut off) may hold the queue up until its ticket expires.
+                    queue_by = self.fair_queue_held_until(n["pid"], n["t_end"]) if fair else 0
+                    if max(free_by, queue_by) + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
                             not self.excused(n["pid"], free_by, n["t_end"]) and \
                             not self.db_stalled(free_by, n["t_end"]):
                         self.v.add("stuck_after_holder_died",
@@ -1075,7 +1082,9 @@ class Driver:
                     self.takeovers += 1
                     self.takeover_delays.append((delay, name, token, ev["t"]))
                     self.max_takeover_ms = max(self.max_takeover_ms, delay)
-                    if delay > ttl + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]) \
+                    # (A fair name's queue may wait for a dead waiter's ticket to expire first.)
+                    allowed = ttl + o.wait_ms + 2000 + (FAIR_TICKET_TTL_US // 1000 if fair else 0)
+                    if delay > allowed and not self.restart_between(ev["t"], first["t_ack"]) \
                             and not self.db_stalled(ev["t"], first["t_ack"]):
                         self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
                                                     f"(token {token}) was killed (TTL {ttl} ms)")
@@ -1170,6 +1179,16 @@ class Driver:
                     recs.append(check_history.op_record(c, p))
             per_proc.append((p, recs))
         return per_proc
+
+    def fair_queue_held_until(self, waiter_pid, t_end):
+        """A fair name: until when a waiter other than `waiter_pid` may have held the queue up with a
+        ticket nobody renews. A ticket lives FAIR_TICKET_TTL_US past its last poll, and the last poll
+        of a process that a fault hit (SIGSTOP, SIGKILL, a partition, a lost answer, a cut or killed
+        connection, a delay) may be the fault's start; once it polls again it is a live waiter whose
+        grant is an acquisition like any other. The latest fault start before t_end plus the ticket
+        TTL (0 without one)."""
+        return max((e["t"] + FAIR_TICKET_TTL_US for e in self.events
+                    if e.get("pid") is not None and e["pid"] != waiter_pid and e["t"] < t_end), default=0)
 
     def lease_free_by(self, pid, t):
         """When the lease `pid` held at time t (its death) had certainly expired: t plus the TTL of
@@ -1449,9 +1468,10 @@ def main():
     ap.add_argument("--fair-pct", type=int, default=6,
                     help="percent of the iterations that take a fair lease (lease_options::fair, a ticket queue) "
                          "on <prefix>_fair0, a name only ever acquired fairly")
-    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi", "rw", "fair"], default=None,
+    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi", "rw", "fair", "fair_stale"], default=None,
                     help="run a deliberately broken worker (to show the cancel / race / multi / rw / fair checks "
-                         "can fail)")
+                         "can fail; fair_stale: a fair holder ignores the loss of its lease, writes unfenced and "
+                         "logs a refused renew or release as ok, for the stopped-holder checks)")
     ap.add_argument("--pg-setting", default="default",
                     help="PostgreSQL server settings for the run, comma-separated: serializable "
                          "(default_transaction_isolation, by ALTER SYSTEM), pgbouncer (every client through "

@@ -111,7 +111,8 @@ class Proc:
                 # (the crash_after_ack class crashes the server right after one).
                 # A reader-writer hold (<prefix>_rwN) lives in a derived row (the writer's, or a
                 # reader row named after the client's nonce) that the row check cannot name: not
-                # a crash_after_ack target. A fair hold (<prefix>_fair0) is: its lock row is the
+                # a crash_after_ack target (a write hold's A line makes it a target of the other
+                # holder faults). A fair hold (<prefix>_fair0) is: its lock row is the
                 # name's own (a fair release hands it over with a new token, never the old one).
                 if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release") and \
                         not RW_NAME.search(parts[4]):
@@ -1007,6 +1008,8 @@ class Driver:
                 self.v.add("rejected_write_present", f"{a['name']} token {a['token']}: reported rejected, "
                                                      "yet in the applied-writes log")
         for name, lst in by_name.items():
+            if RW_NAME.search(name):
+                continue  # a write lease's row is derived (sqllock.rwlock.<len>.<name>.writer): not dumped
             top = max(a["token"] for a in lst)
             row = db["lock"].get(name)
             if not row or row[0] < top:
@@ -1024,7 +1027,7 @@ class Driver:
         self.takeovers = 0
         self.takeover_delays = []
         self.stop_outcomes = dict(taken_over=0, write_rejected=0, renew_refused=0, release_refused=0, unanswered=0,
-                                  guard_lost=0, released_first=0)
+                                  guard_lost=0, released_first=0, fair_taken_over=0, rw_taken_over=0)
         phase_end = max((a["t_ack"] for a in acqs), default=0)
         if not hasattr(self, "per_proc"):
             self.per_proc = self.read_history()
@@ -1088,7 +1091,9 @@ class Driver:
                             and not self.db_stalled(ev["t"], first["t_ack"]):
                         self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
                                                     f"(token {token}) was killed (TTL {ttl} ms)")
-                elif not first and phase_end - ev["t"] > (ttl + o.wait_ms + 5000) * 1000:
+                elif not first and phase_end - ev["t"] > (ttl + o.wait_ms + 5000) * 1000 and not RW_NAME.search(name):
+                    # (A reader-writer name: only its writers log A lines; readers may hold it
+                    # all along and no writer need come.)
                     self.v.add("stuck_lock", f"{name}: nobody acquired it after holder token {token} was killed")
             if ev["kind"] == "stop" and ev.get("holding") and ev.get("t_end"):
                 name, token = ev["holding"]
@@ -1107,6 +1112,10 @@ class Driver:
                     self.stop_outcomes["released_first"] += 1
                     continue
                 self.stop_outcomes["taken_over"] += 1
+                if FAIR_NAME.search(name):
+                    self.stop_outcomes["fair_taken_over"] += 1
+                elif RW_NAME.search(name):
+                    self.stop_outcomes["rw_taken_over"] += 1
                 # A renew or release whose answer was lost (connection_lost: the server was
                 # restarting or crashed, or the connection was killed) proves nothing either way:
                 # counted as unanswered. So does one that could not run in its bound
@@ -1333,6 +1342,17 @@ class Driver:
             print(f"note {self.backend}: {note}", file=sys.stderr)
         faults = ",".join(f"{k}={v}" for k, v in self.faults.items())
         so = self.stop_outcomes
+        # The holder faults that hit a fair hold or a reader-writer write hold (fault_worker
+        # --fair-pct, --rw-pct: A lines on <prefix>_fair0, <prefix>_rwN).
+        shape_faults = {}
+        for ev in self.events:
+            shape = ev.get("holding") and ("fair" if FAIR_NAME.search(ev["holding"][0]) else
+                                           "rw" if RW_NAME.search(ev["holding"][0]) else None)
+            if shape:
+                k = ev["kind"] + ("_" + ev["sub"] if ev.get("sub") == "mid_tx" else "")
+                shape_faults.setdefault(shape, {})[k] = shape_faults.get(shape, {}).get(k, 0) + 1
+        fair_faults, rw_faults = (",".join(f"{k}={v}" for k, v in sorted(shape_faults.get(x, {}).items()))
+                                  for x in ("fair", "rw"))
         skew = ",".join(f"{k}={v}" for k, v in sorted(self.by_skew.items()))
         unexplained = ",".join(f"{k}={v}" for k, v in sorted(self.unexplained_losses.items())) or "none"
         errs = ",".join(f"{k}={v}" for k, v in sorted(self.errors.items())) or "none"
@@ -1343,7 +1363,8 @@ class Driver:
               f"writes_applied={self.writes_applied} faults[{faults}] "
               f"stops_taken_over={so['taken_over']}(write_rejected={so['write_rejected']},"
               f"renew_refused={so['renew_refused']},release_refused={so['release_refused']},unanswered={so['unanswered']},"
-              f"guard_lost={so['guard_lost']}) stops_after_release={so['released_first']} "
+              f"guard_lost={so['guard_lost']},fair={so['fair_taken_over']},rw_writers={so['rw_taken_over']}) stops_after_release={so['released_first']} "
+              f"fair_holder_faults[{fair_faults or 'none'}] rw_writer_faults[{rw_faults or 'none'}] "
               f"inventory_kills={self.inventory_kills} inventory_conn_kills={self.inventory_conn_kills} "
               f"inventory[{' '.join(inv_parts)}] "
               f"violations={self.v.count()} takeovers={self.takeovers} max_takeover_ms={self.max_takeover_ms:.0f} "

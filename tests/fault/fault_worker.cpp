@@ -209,7 +209,19 @@ std::vector<std::string> logged_names(const args& a) {
   for (int k = 0; permits == 0 && k < table_count(a); ++k) {
     out.push_back(a.get("prefix") + "_fair0" + (k == 0 ? "" : "@" + std::to_string(k)));
   }
+  // The reader-writer shape's names (--rw-pct), per table: a resource row for the writers' fenced
+  // writes; verified by taking the write lock. (Their rows are derived: no LOCK line in the dump.)
+  for (int i = 0; permits == 0 && i < 2; ++i) {
+    for (int k = 0; k < table_count(a); ++k) {
+      out.push_back(a.get("prefix") + "_rw" + std::to_string(i) + (k == 0 ? "" : "@" + std::to_string(k)));
+    }
+  }
   return out;
+}
+bool is_rw_name(const std::string& logged) {
+  const std::string n = without_table(logged);
+  const auto at = n.rfind("_rw");
+  return at != std::string::npos && at + 4 == n.size() && (n.back() == '0' || n.back() == '1');
 }
 bool is_fair_name(const std::string& logged) {
   const std::string n = without_table(logged);
@@ -451,7 +463,8 @@ int run_verify(const args& a) {
       sqllock::lease_options lo;
       lo.ttl = 5s;
       lo.fair = is_fair_name(logged);  // every acquirer of a fair name is fair (client.hpp)
-      g = tc->try_acquire_for(without_table(logged), bound, lo);
+      g = is_rw_name(logged) ? tc->try_acquire_write_for(without_table(logged), bound, lo)
+                             : tc->try_acquire_for(without_table(logged), bound, lo);
     } catch (const std::exception& e) {
       std::cout << "V\t" << name << "\t0\terror:" << error_kind(e) << '\t' << (now_us() - t0) / 1000 << '\n';
       ++bad;
@@ -795,13 +808,13 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
 
   // Reader-writer leases (--rw-pct): names <prefix>_rw0..1, used only this way (a name is either
   // a plain lock or a reader-writer lease); half the holds read, half write. Logged as
-  // acquisitions with detail read|write (no A line: the driver's plain-lock checks do not apply);
-  // check_history.py lets readers overlap each other, never a writer. --break rw: the writer takes
-  // a read lease instead (a worker that skips the write lock), to show that check can fail.
-  auto run_rw = [&] {
-    const std::string name = prefix + "_rw" + std::to_string(pick(0, 1));
-    const bool write = pick(0, 1) == 0;
-    const char* mode = write ? "write" : "read";
+  // acquisitions with detail read|write; check_history.py lets readers overlap each other, never a
+  // writer. A read hold is this one (no A line: readers share the name, which the driver's A-line
+  // checks do not model); a write hold is an ordinary hold of the main loop (A line, fenced write,
+  // renew, release), see there. --break rw: the writer takes a read lease instead (a worker that
+  // skips the write lock), to show that check can fail.
+  auto run_read = [&](const std::string& name) {
+    const char* mode = "read";
     const long long ttl_ms = pick(ttl_min, ttl_max);
     sqllock::lease_options lo;
     lo.ttl = std::chrono::milliseconds(ttl_ms);
@@ -811,9 +824,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       log.line("O", now_us(), "lost", "outer", name + sfx, tok, "callback");
     };
     op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + "," + mode);
-    hold_once(name, mode, 5, std::max(6LL, ttl_ms / 2), [&] {
-      return write && broken != "rw" ? c->try_acquire_write_for(name, wait, lo) : c->try_acquire_read_for(name, wait, lo);
-    });
+    hold_once(name, mode, 5, std::max(6LL, ttl_ms / 2), [&] { return c->try_acquire_read_for(name, wait, lo); });
   };
 
   while (!g_stop.load() && c) {
@@ -829,10 +840,16 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       run_multi();
       continue;
     }
-    if (shape >= 100 - rw_pct && !race && !cancel) {
-      run_rw();
+    // Reader-writer leases (--rw-pct): half read (run_read above), half write: an ordinary hold
+    // below with try_acquire_write_for, detail `write` (check_history's reader-writer rules), no
+    // nesting, held 5 ms to half the TTL, a timeout logged with no N line (a writer may wait behind
+    // readers, which log no A line, so the driver's stuck-after-kill check cannot judge it).
+    const bool rw_write = shape >= 100 - rw_pct && !race && !cancel && pick(0, 1) == 0;
+    if (shape >= 100 - rw_pct && !race && !cancel && !rw_write) {
+      run_read(prefix + "_rw" + std::to_string(pick(0, 1)));
       continue;
     }
+    if (rw_write) name = prefix + "_rw" + std::to_string(pick(0, 1));
     // Fair leases (--fair-pct): the name <prefix>_fair0, used only this way and only fair (client.hpp:
     // a plain acquirer can starve fair waiters, so every acquirer of a fair name is fair). The lock
     // goes to the lowest live ticket of the name's queue; a release hands it to the next ticket.
@@ -844,30 +861,37 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     // --break fair: the acquisitions are plain (unfair) while logged as fair, a queue nobody keeps.
     // --break fair_stale: a fair holder that ignores the loss of its lease: its write carries no
     // fence and no guard, its loss reports are dropped, a refused renew or release is logged ok.
-    const bool fair = shape >= 100 - rw_pct - fair_pct && !race && !cancel;
+    const bool fair = !rw_write && shape >= 100 - rw_pct - fair_pct && !race && !cancel;
     const bool stale = fair && broken == "fair_stale";
     if (fair) name = prefix + "_fair0";
-    if (!fair && !shared && shape < multi_pct + leader_pct / 2) {  // latches: one per client (leader.hpp)
+    const bool special = fair || rw_write;  // no latch, no await_leadership, no nesting
+    if (!special && !shared && shape < multi_pct + leader_pct / 2) {  // latches: one per client (leader.hpp)
       run_latch(name);
       continue;
     }
     // The other half of the leader share: await_leadership, otherwise an ordinary hold.
-    const bool leader_await = !fair && shape < multi_pct + leader_pct;
+    const bool leader_await = !special && shape < multi_pct + leader_pct;
     const long long ttl_ms = race ? pick(150, 400) : pick(ttl_min, ttl_max);
     const auto ttl = std::chrono::milliseconds(ttl_ms);
     std::optional<sqllock::lease_guard> g;
     std::atomic<bool> lost_cb{false};
     sqllock::lease_options lo;
     lo.ttl = ttl;
-    lo.on_lost = [&lost_cb, stale, outer_lost = on_lost_of("outer")](const std::string& n, std::int64_t tok) {
+    lo.on_lost = [&lost_cb, &log, &sfx, stale, rw_write, name, outer_lost = on_lost_of("outer")](const std::string& n,
+                                                                                                  std::int64_t tok) {
       lost_cb = true;
-      if (!stale) outer_lost(n, tok);
+      if (stale) return;
+      // A write lease's on_lost gets its derived row's name (sqllock.rwlock.<len>.<name>.writer):
+      // logged under the lease's own name, so the checker sees the loss of this hold.
+      if (rw_write) log.line("O", now_us(), "lost", "outer", name + sfx, tok, "callback");
+      else outer_lost(n, tok);
     };
     lo.fair = fair && broken != "fair";
     op("invoke", "acquire", name, 0,
        "ttl=" + std::to_string(ttl.count()) +
            (fair ? ",fair,wait=" + std::to_string(wait.count()) + ",ticket_ttl=" + std::to_string(lo.fair_ticket_ttl.count())
-                 : std::string()));
+                 : std::string()) +
+           (rw_write ? ",write" : ""));
     auto t_req = now_us();
     try {
       if (cancel) {
@@ -892,7 +916,9 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
           g.reset();
         }
       } else {
-        g = permits > 0 ? c->try_acquire_permit_for(name, permits, wait, lo) : c->try_acquire_for(name, wait, lo);
+        g = permits > 0  ? c->try_acquire_permit_for(name, permits, wait, lo)
+            : rw_write ? (broken == "rw" ? c->try_acquire_read_for(name, wait, lo) : c->try_acquire_write_for(name, wait, lo))
+                       : c->try_acquire_for(name, wait, lo);
       }
     } catch (const std::exception& e) {
       const auto k = error_kind(e);
@@ -919,12 +945,14 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
     if (!g) {
       op("fail", "acquire", name, 0, "timeout");
-      log.line("N", name + sfx, t_req, now_us());
+      if (!rw_write) log.line("N", name + sfx, t_req, now_us());
       continue;
     }
     if (permits > 0) name = slot_name(name, g->permit());
+    // (check_history reads a reader-writer hold's ok detail, exactly `write`.)
     op("ok", "acquire", name, g->fencing_token(),
-       "hold=" + std::to_string(g->hold_count()) + (leader_await ? ",await_leadership" : "") + (fair ? ",fair" : ""));
+       rw_write ? std::string("write")
+                : "hold=" + std::to_string(g->hold_count()) + (leader_await ? ",await_leadership" : "") + (fair ? ",fair" : ""));
     consecutive_errors = 0;
     const std::int64_t token = g->fencing_token();
     // The label plus the pid: what the fenced write records, unique per process even when the
@@ -968,7 +996,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     // hold that shortened the lease shows as another process acquiring meanwhile.
     // One to three inner guards in turn: a re-entry after an inner release whose answer was lost is
     // what a stale re-send of that release could match (ABA on the hold count).
-    for (long long cycles = !fair && pick(0, 99) < nest_pct ? pick(1, 3) : 0; cycles > 0 && !g_stop.load(); --cycles) {
+    for (long long cycles = !special && pick(0, 99) < nest_pct ? pick(1, 3) : 0; cycles > 0 && !g_stop.load(); --cycles) {
       const bool shorter = nest_ttl == "shorter" || (nest_ttl != "longer" && pick(0, 1) == 0);
       const auto inner_ttl = std::chrono::milliseconds(
           shorter ? pick(std::max(1LL, ttl_ms / 8), std::max(1LL, ttl_ms / 3)) : pick(ttl_ms * 3 / 2, ttl_ms * 3));
@@ -1011,7 +1039,8 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
 
     // The critical section: mostly short, sometimes longer than a renewal period.
-    long long hold_ms = fair                ? pick(50, std::clamp(ttl_ms / 3, 51LL, 1000LL))
+    long long hold_ms = rw_write            ? pick(5, std::max(6LL, ttl_ms / 2))
+                        : fair              ? pick(50, std::clamp(ttl_ms / 3, 51LL, 1000LL))
                         : pick(0, 99) < 5 ? pick(ttl_ms, ttl_ms * 3 / 2)
                                           : pick(5, ttl_ms / 5);
     std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));

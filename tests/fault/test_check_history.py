@@ -266,10 +266,9 @@ class FakeProc:
         self.threads, self.skew, self.holder_label = 1, None, None
 
 
-class StuckAfterHolderDied(unittest.TestCase):
-    """fault_driver.py's stuck_after_holder_died: holder pid 101 (TTL 2 s) acquires lock0 at 1.0 s
-    and is SIGKILLed at 2.0 s, so its lease has certainly expired by 4.0 s; waiter pid 102 waits
-    from 3.0 s and times out at 6.0 s; pid 103 acquires the name at 6.6 s."""
+class DriverHistoryCase(unittest.TestCase):
+    """Worker logs written to a temporary folder, judged by fault_driver.Driver.check_lock_phase."""
+
 
     name = "f_lock0"
     ticket = ""  # the invoke detail's fair fields (FairHolderFaults: ",fair,wait=3000,ticket_ttl=2000")
@@ -304,7 +303,7 @@ class StuckAfterHolderDied(unittest.TestCase):
         self.o_line(103, 6710, "ok", "release", 7)
         self.log(103, f"R\t{self.name}\t7\t{T0 + 6700 * MS}\t{T0 + 6710 * MS}\tok\t0\t0")
 
-    def run_driver_check(self, probe_lines=(), events=None, aw=()):
+    def run_driver_check(self, probe_lines=(), events=None, aw=(), lock=None):
         procs = []
         for pid, lines in sorted(self.logs.items()):
             path = os.path.join(self.dir.name, f"lock_{pid:05d}.log")
@@ -324,7 +323,8 @@ class StuckAfterHolderDied(unittest.TestCase):
         d.lock_procs_all = procs
         d.probe = FakeProc(-1, -1, probe_path)
         res = {self.name: (aw[-1][4], aw[-1][2], aw[-1][3])} if aw else {}
-        db = dict(res=res, aw=list(aw), lock={self.name: (self.lock_row_token, "h")}, stock={}, sales={}, integrity=[])
+        lock = dict(lock or {}, **{self.name: (self.lock_row_token, "h")})
+        db = dict(res=res, aw=list(aw), lock=lock, stock={}, sales={}, integrity=[])
         d.check_lock_phase(db, [])
         return d
 
@@ -358,6 +358,12 @@ class StuckAfterHolderDied(unittest.TestCase):
         aw = [(1, self.name, 7, "h103", 31)] + ([(2, self.name, 5, "h101", 11)] if stale_write == "1" else [])
         return self.run_driver_check(events=[dict(kind="stop", t=T0 + 1500 * MS, pid=101, holding=(self.name, 5),
                                                   t_end=T0 + 6000 * MS)], aw=aw)
+
+
+class StuckAfterHolderDied(DriverHistoryCase):
+    """fault_driver.py's stuck_after_holder_died: holder pid 101 (TTL 2 s) acquires lock0 at 1.0 s
+    and is SIGKILLed at 2.0 s, so its lease has certainly expired by 4.0 s; waiter pid 102 waits
+    from 3.0 s and times out at 6.0 s; pid 103 acquires the name at 6.6 s."""
 
     def test_a_stopped_holders_release_that_could_not_run_in_its_bound_proves_nothing(self):
         # CI's SQLite run (seed 2425870918): the release after the resume met SQLite's write lock
@@ -480,6 +486,41 @@ class FairHolderFaults(StuckAfterHolderDied):
         c = h.check()
         self.assertIn("fair_ticket_order", [k for k, _ in c.v.items], c.v.items)
 
+
+class RwWriterFaults(DriverHistoryCase):
+    """A reader-writer name's write holds log A lines (fault_worker --rw-pct), its read holds do not:
+    the stopped-holder rules apply to writers, but nothing proves the name stuck when no writer
+    comes after a killed one (readers may hold it all along), and its rows are derived (no LOCK
+    line in the dump, so no row-trace check)."""
+    name = "f_rw0"
+    ticket = ",write"
+
+    def test_a_stopped_writers_release_that_passed_its_owner_check_is_flagged(self):
+        self.lock_row_token = 0  # no LOCK line for a reader-writer name: not judged
+        d = self.stopped_holder_history("ok", renew_result="lease_lost", stale_write="0")
+        # (and no acquisition_without_row_trace although the "row" has token 0: not judged)
+        self.assertEqual(self.kinds(d), ["release_after_takeover", "stopped_holder_released"], d.v.items)
+        self.assertEqual(d.stop_outcomes["rw_taken_over"], 1)
+
+    def killed_then_nobody(self, ok_detail):
+        """Holder 101 of self.name (token 5) is SIGKILLed at 2 s; nobody acquires the name again,
+        while the phase goes on (another name acquired at 30 s)."""
+        self.o_line(101, 1000, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(101, 1010, "ok", "acquire", 5, ok_detail)
+        self.log(101, f"A\t{self.name}\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
+        self.o_line(102, 30000, "invoke", "acquire", 0, "ttl=2000", name="f_lock1")
+        self.o_line(102, 30010, "ok", "acquire", 9, "hold=1", name="f_lock1")
+        self.log(102, f"A\tf_lock1\t9\th102\t{T0 + 30000 * MS}\t{T0 + 30010 * MS}")
+        return self.run_driver_check(lock={"f_lock1": (9, "h102")})
+
+    def test_no_writer_after_a_killed_writer_is_not_a_stuck_lock(self):
+        d = self.killed_then_nobody("write")
+        self.assertEqual(self.kinds(d), [], d.v.items)
+
+    def test_nobody_after_a_killed_plain_holder_is_a_stuck_lock(self):
+        self.name = "f_lock0"
+        d = self.killed_then_nobody("hold=1")
+        self.assertEqual(self.kinds(d), ["stuck_lock"], d.v.items)
 
 if __name__ == "__main__":
     unittest.main()

@@ -3,8 +3,10 @@
 each rule is shown firing on a history that breaks it and staying quiet on the ones it must accept.
 check_history.py's fair-lease rules (check_fair), and fault_driver.py's stuck_after_holder_died rule
 with the window it judges (a waiter's timeout proves the name stuck only after the killed holder's
-lease had certainly expired and before anybody may have held the name again). ctest
-fault_check_history; by hand: tests/fault/test_check_history.py [-v]."""
+lease had certainly expired and before anybody may have held the name again; on a fair name, also
+after the tickets of faulted waiters could have expired) and its stopped-holder rules, on plain,
+fair (FairHolderFaults) and reader-writer write holds (RwWriterFaults). ctest fault_check_history;
+by hand: tests/fault/test_check_history.py [-v]."""
 import argparse
 import contextlib
 import io

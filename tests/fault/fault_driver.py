@@ -112,8 +112,8 @@ class Proc:
                 # A reader-writer hold (<prefix>_rwN) lives in a derived row (the writer's, or a
                 # reader row named after the client's nonce) that the row check cannot name: not
                 # a crash_after_ack target (a write hold's A line makes it a target of the other
-                # holder faults). A fair hold (<prefix>_fair0) is: its lock row is the
-                # name's own (a fair release hands it over with a new token, never the old one).
+                # holder faults). A fair hold (<prefix>_fair0) is one: its lock row is the name's
+                # own (a fair release hands it over with a new token, never the old one).
                 if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release") and \
                         not RW_NAME.search(parts[4]):
                     self.acks += 1

@@ -111,10 +111,11 @@ class Proc:
                 # (the crash_after_ack class crashes the server right after one).
                 # A reader-writer hold (<prefix>_rwN) lives in a derived row (the writer's, or a
                 # reader row named after the client's nonce) that the row check cannot name: not
-                # a crash_after_ack target; nor a fair hold (<prefix>_fair0), a name the dump
-                # does not cover (the fair shape is checked on the history alone).
+                # a crash_after_ack target (a write hold's A line makes it a target of the other
+                # holder faults). A fair hold (<prefix>_fair0) is one: its lock row is the name's
+                # own (a fair release hands it over with a new token, never the old one).
                 if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release") and \
-                        not RW_NAME.search(parts[4]) and not FAIR_NAME.search(parts[4]):
+                        not RW_NAME.search(parts[4]):
                     self.acks += 1
                     self.last_ack = (parts[3], parts[4], int(parts[5]), int(parts[1]))
                 continue
@@ -181,6 +182,9 @@ def permit_row_name(semaphore, slot):
 
 RW_NAME = re.compile(r"_rw\d+(@\d+)?$")  # the reader-writer shape's names (fault_worker.cpp)
 FAIR_NAME = re.compile(r"_fair\d+(@\d+)?$")  # the fair shape's name (fault_worker.cpp)
+# The fair shape's ticket TTL (fault_worker.cpp leaves lease_options::fair_ticket_ttl at the library's
+# default; each fair invoke logs it as ticket_ttl=): how long a waiter's ticket outlives its last poll.
+FAIR_TICKET_TTL_US = 2_000_000
 
 
 def lock_row_of(name):
@@ -1004,6 +1008,8 @@ class Driver:
                 self.v.add("rejected_write_present", f"{a['name']} token {a['token']}: reported rejected, "
                                                      "yet in the applied-writes log")
         for name, lst in by_name.items():
+            if RW_NAME.search(name):
+                continue  # a write lease's row is derived (sqllock.rwlock.<len>.<name>.writer): not dumped
             top = max(a["token"] for a in lst)
             row = db["lock"].get(name)
             if not row or row[0] < top:
@@ -1021,7 +1027,7 @@ class Driver:
         self.takeovers = 0
         self.takeover_delays = []
         self.stop_outcomes = dict(taken_over=0, write_rejected=0, renew_refused=0, release_refused=0, unanswered=0,
-                                  guard_lost=0, released_first=0)
+                                  guard_lost=0, released_first=0, fair_taken_over=0, rw_taken_over=0)
         phase_end = max((a["t_ack"] for a in acqs), default=0)
         if not hasattr(self, "per_proc"):
             self.per_proc = self.read_history()
@@ -1061,8 +1067,12 @@ class Driver:
                 for t_from, t_to in self.other_holds.get(base_name(name), []):
                     if t_to > ev["t"]:
                         limit = min(limit, max(t_from, ev["t"]))
+                fair = bool(FAIR_NAME.search(name))
                 for n in timeouts.get(base_name(name), []):
-                    if free_by + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
+                    # A fair name goes to the lowest live ticket: a waiter whose process a fault hit
+                    # (stopped, killed, cut off) may hold the queue up until its ticket expires.
+                    queue_by = self.fair_queue_held_until(n["pid"], n["t_end"]) if fair else 0
+                    if max(free_by, queue_by) + 750_000 < n["t_end"] < limit and n["t_req"] < n["t_end"] - 500_000 and \
                             not self.excused(n["pid"], free_by, n["t_end"]) and \
                             not self.db_stalled(free_by, n["t_end"]):
                         self.v.add("stuck_after_holder_died",
@@ -1075,11 +1085,15 @@ class Driver:
                     self.takeovers += 1
                     self.takeover_delays.append((delay, name, token, ev["t"]))
                     self.max_takeover_ms = max(self.max_takeover_ms, delay)
-                    if delay > ttl + o.wait_ms + 2000 and not self.restart_between(ev["t"], first["t_ack"]) \
+                    # (A fair name's queue may wait for a dead waiter's ticket to expire first.)
+                    allowed = ttl + o.wait_ms + 2000 + (FAIR_TICKET_TTL_US // 1000 if fair else 0)
+                    if delay > allowed and not self.restart_between(ev["t"], first["t_ack"]) \
                             and not self.db_stalled(ev["t"], first["t_ack"]):
                         self.v.add("slow_takeover", f"{name}: next acquisition {delay:.0f} ms after its holder "
                                                     f"(token {token}) was killed (TTL {ttl} ms)")
-                elif not first and phase_end - ev["t"] > (ttl + o.wait_ms + 5000) * 1000:
+                elif not first and phase_end - ev["t"] > (ttl + o.wait_ms + 5000) * 1000 and not RW_NAME.search(name):
+                    # (A reader-writer name: only its writers log A lines; readers may hold it
+                    # all along and no writer need come.)
                     self.v.add("stuck_lock", f"{name}: nobody acquired it after holder token {token} was killed")
             if ev["kind"] == "stop" and ev.get("holding") and ev.get("t_end"):
                 name, token = ev["holding"]
@@ -1098,6 +1112,10 @@ class Driver:
                     self.stop_outcomes["released_first"] += 1
                     continue
                 self.stop_outcomes["taken_over"] += 1
+                if FAIR_NAME.search(name):
+                    self.stop_outcomes["fair_taken_over"] += 1
+                elif RW_NAME.search(name):
+                    self.stop_outcomes["rw_taken_over"] += 1
                 # A renew or release whose answer was lost (connection_lost: the server was
                 # restarting or crashed, or the connection was killed) proves nothing either way:
                 # counted as unanswered. So does one that could not run in its bound
@@ -1170,6 +1188,16 @@ class Driver:
                     recs.append(check_history.op_record(c, p))
             per_proc.append((p, recs))
         return per_proc
+
+    def fair_queue_held_until(self, waiter_pid, t_end):
+        """A fair name: until when a waiter other than `waiter_pid` may have held the queue up with a
+        ticket nobody renews. A ticket lives FAIR_TICKET_TTL_US past its last poll, and the last poll
+        of a process that a fault hit (SIGSTOP, SIGKILL, a partition, a lost answer, a cut or killed
+        connection, a delay) may be the fault's start; once it polls again it is a live waiter whose
+        grant is an acquisition like any other. The latest fault start before t_end plus the ticket
+        TTL (0 without one)."""
+        return max((e["t"] + FAIR_TICKET_TTL_US for e in self.events
+                    if e.get("pid") is not None and e["pid"] != waiter_pid and e["t"] < t_end), default=0)
 
     def lease_free_by(self, pid, t):
         """When the lease `pid` held at time t (its death) had certainly expired: t plus the TTL of
@@ -1314,6 +1342,17 @@ class Driver:
             print(f"note {self.backend}: {note}", file=sys.stderr)
         faults = ",".join(f"{k}={v}" for k, v in self.faults.items())
         so = self.stop_outcomes
+        # The holder faults that hit a fair hold or a reader-writer write hold (fault_worker
+        # --fair-pct, --rw-pct: A lines on <prefix>_fair0, <prefix>_rwN).
+        shape_faults = {}
+        for ev in self.events:
+            shape = ev.get("holding") and ("fair" if FAIR_NAME.search(ev["holding"][0]) else
+                                           "rw" if RW_NAME.search(ev["holding"][0]) else None)
+            if shape:
+                k = ev["kind"] + ("_" + ev["sub"] if ev.get("sub") == "mid_tx" else "")
+                shape_faults.setdefault(shape, {})[k] = shape_faults.get(shape, {}).get(k, 0) + 1
+        fair_faults, rw_faults = (",".join(f"{k}={v}" for k, v in sorted(shape_faults.get(x, {}).items()))
+                                  for x in ("fair", "rw"))
         skew = ",".join(f"{k}={v}" for k, v in sorted(self.by_skew.items()))
         unexplained = ",".join(f"{k}={v}" for k, v in sorted(self.unexplained_losses.items())) or "none"
         errs = ",".join(f"{k}={v}" for k, v in sorted(self.errors.items())) or "none"
@@ -1324,7 +1363,8 @@ class Driver:
               f"writes_applied={self.writes_applied} faults[{faults}] "
               f"stops_taken_over={so['taken_over']}(write_rejected={so['write_rejected']},"
               f"renew_refused={so['renew_refused']},release_refused={so['release_refused']},unanswered={so['unanswered']},"
-              f"guard_lost={so['guard_lost']}) stops_after_release={so['released_first']} "
+              f"guard_lost={so['guard_lost']},fair={so['fair_taken_over']},rw_writers={so['rw_taken_over']}) stops_after_release={so['released_first']} "
+              f"fair_holder_faults[{fair_faults or 'none'}] rw_writer_faults[{rw_faults or 'none'}] "
               f"inventory_kills={self.inventory_kills} inventory_conn_kills={self.inventory_conn_kills} "
               f"inventory[{' '.join(inv_parts)}] "
               f"violations={self.v.count()} takeovers={self.takeovers} max_takeover_ms={self.max_takeover_ms:.0f} "
@@ -1449,9 +1489,10 @@ def main():
     ap.add_argument("--fair-pct", type=int, default=6,
                     help="percent of the iterations that take a fair lease (lease_options::fair, a ticket queue) "
                          "on <prefix>_fair0, a name only ever acquired fairly")
-    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi", "rw", "fair"], default=None,
+    ap.add_argument("--break", dest="break_", choices=["cancel", "race", "multi", "rw", "fair", "fair_stale"], default=None,
                     help="run a deliberately broken worker (to show the cancel / race / multi / rw / fair checks "
-                         "can fail)")
+                         "can fail; fair_stale: a fair holder ignores the loss of its lease, writes unfenced and "
+                         "logs a refused renew or release as ok, for the stopped-holder checks)")
     ap.add_argument("--pg-setting", default="default",
                     help="PostgreSQL server settings for the run, comma-separated: serializable "
                          "(default_transaction_isolation, by ALTER SYSTEM), pgbouncer (every client through "

@@ -14,15 +14,18 @@
 //                                                  renews every 50-130 ms, and are released at a random
 //                                                  moment with no write; after an acknowledged release the
 //                                                  lock row is inspected again: history op check)
-//                          [--break cancel|race|multi|rw|fair]  (a deliberately broken worker, to show the checks
+//                          [--break cancel|race|multi|rw|fair|fair_stale]  (a deliberately broken worker, to show the checks
 //                                                  can fail: cancel keeps a second, unlogged lease after a
 //                                                  cancellation; race logs a release it never made;
 //                                                  multi keeps parts of a set it failed to acquire;
 //                                                  rw takes a read lease where it should write;
-//                                                  fair acquires its fair names unfairly, skipping the queue)
+//                                                  fair acquires its fair names unfairly, skipping the queue;
+//                                                  fair_stale: a fair holder ignores the loss of its lease,
+//                                                  writes unfenced, logs a refused renew/release as ok)
 //                          [--rw-pct N]           (N % of the iterations: a read or write lease on <prefix>_rw0..1)
 //                          [--fair-pct N]         (N % of the iterations: a fair lease, lease_options::fair, on
-//                                                  <prefix>_fair0; every acquirer of that name is fair)
+//                                                  <prefix>_fair0; every acquirer of that name is fair; held,
+//                                                  written, renewed, released like a plain hold, A line too)
 //                          [--multi-pct N]        (N % of the iterations: try_acquire_all of 2-3 names)
 //                          [--leader-pct N]       (N % of the iterations: half a leader_latch on the name for a
 //                                                  while, half await_leadership in place of try_acquire_for)
@@ -201,7 +204,28 @@ std::vector<std::string> logged_names(const args& a) {
     }
     for (int k = 0; k < permits; ++k) out.push_back(slot_name(lock_name(a.get("prefix"), i), k));
   }
+  // The fair shape's name (--fair-pct, never with --permits), per table: a resource row for its
+  // fenced writes, a lock row in the dump, verified (fairly) after the run.
+  for (int k = 0; permits == 0 && k < table_count(a); ++k) {
+    out.push_back(a.get("prefix") + "_fair0" + (k == 0 ? "" : "@" + std::to_string(k)));
+  }
+  // The reader-writer shape's names (--rw-pct), per table: a resource row for the writers' fenced
+  // writes; verified by taking the write lock. (Their rows are derived: no LOCK line in the dump.)
+  for (int i = 0; permits == 0 && i < 2; ++i) {
+    for (int k = 0; k < table_count(a); ++k) {
+      out.push_back(a.get("prefix") + "_rw" + std::to_string(i) + (k == 0 ? "" : "@" + std::to_string(k)));
+    }
+  }
   return out;
+}
+bool is_rw_name(const std::string& logged) {
+  const std::string n = without_table(logged);
+  const auto at = n.rfind("_rw");
+  return at != std::string::npos && at + 4 == n.size() && (n.back() == '0' || n.back() == '1');
+}
+bool is_fair_name(const std::string& logged) {
+  const std::string n = without_table(logged);
+  return n.size() >= 6 && n.compare(n.size() - 6, 6, "_fair0") == 0;
 }
 // The lock-table row of a logged name: the lock name itself, or the permit row of <semaphore>#<slot>.
 std::string lock_row_of(const std::string& logged_with_table) {
@@ -438,7 +462,9 @@ int run_verify(const args& a) {
     try {
       sqllock::lease_options lo;
       lo.ttl = 5s;
-      g = tc->try_acquire_for(without_table(logged), bound, lo);
+      lo.fair = is_fair_name(logged);  // every acquirer of a fair name is fair (client.hpp)
+      g = is_rw_name(logged) ? tc->try_acquire_write_for(without_table(logged), bound, lo)
+                             : tc->try_acquire_for(without_table(logged), bound, lo);
     } catch (const std::exception& e) {
       std::cout << "V\t" << name << "\t0\terror:" << error_kind(e) << '\t' << (now_us() - t0) / 1000 << '\n';
       ++bad;
@@ -745,7 +771,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
   };
 
-  // One hold of the reader-writer or fair shape, its invoke already logged: `attempt()` tries the
+  // One hold of the reader-writer shape, its invoke already logged: `attempt()` tries the
   // acquisition (an empty guard: timed out); its outcome is logged with detail `shape`, the lease is
   // held for pick(hold_lo, hold_hi) ms (picked after the acquisition), then released, and that is
   // logged too.
@@ -782,13 +808,13 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
 
   // Reader-writer leases (--rw-pct): names <prefix>_rw0..1, used only this way (a name is either
   // a plain lock or a reader-writer lease); half the holds read, half write. Logged as
-  // acquisitions with detail read|write (no A line: the driver's plain-lock checks do not apply);
-  // check_history.py lets readers overlap each other, never a writer. --break rw: the writer takes
-  // a read lease instead (a worker that skips the write lock), to show that check can fail.
-  auto run_rw = [&] {
-    const std::string name = prefix + "_rw" + std::to_string(pick(0, 1));
-    const bool write = pick(0, 1) == 0;
-    const char* mode = write ? "write" : "read";
+  // acquisitions with detail read|write; check_history.py lets readers overlap each other, never a
+  // writer. A read hold is this one (no A line: readers share the name, which the driver's A-line
+  // checks do not model); a write hold is an ordinary hold of the main loop (A line, fenced write,
+  // renew, release), see there. --break rw: the writer takes a read lease instead (a worker that
+  // skips the write lock), to show that check can fail.
+  auto run_read = [&](const std::string& name) {
+    const char* mode = "read";
     const long long ttl_ms = pick(ttl_min, ttl_max);
     sqllock::lease_options lo;
     lo.ttl = std::chrono::milliseconds(ttl_ms);
@@ -798,31 +824,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       log.line("O", now_us(), "lost", "outer", name + sfx, tok, "callback");
     };
     op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl_ms) + "," + mode);
-    hold_once(name, mode, 5, std::max(6LL, ttl_ms / 2), [&] {
-      return write && broken != "rw" ? c->try_acquire_write_for(name, wait, lo) : c->try_acquire_read_for(name, wait, lo);
-    });
-  };
-
-  // Fair leases (--fair-pct): the name <prefix>_fair0, used only this way and only fair (client.hpp:
-  // a plain acquirer can starve fair waiters, so every acquirer of a fair name is fair). The lock
-  // goes to the lowest live ticket of the name's queue; a release hands it to the next ticket.
-  // Logged as acquisitions with detail fair (no A line, like the reader-writer shape); the invoke
-  // carries the wait bound and the ticket TTL (the library's default, 2 s) for the checker:
-  // check_history.py checks exclusion, token order and the ticket order (a waiter that joined the
-  // queue earlier and still waits is granted first). Holds of 50-1000 ms: long enough for a queue to
-  // form behind them, short enough for it to move within the wait bound.
-  // --break fair: the acquisitions are plain (unfair) while logged as fair, a queue nobody keeps.
-  auto run_fair = [&] {
-    const std::string name = prefix + "_fair0";
-    const long long ttl_ms = pick(ttl_min, ttl_max);
-    sqllock::lease_options lo;
-    lo.ttl = std::chrono::milliseconds(ttl_ms);
-    lo.on_lost = on_lost_of("outer");
-    lo.fair = broken != "fair";
-    op("invoke", "acquire", name, 0,
-       "ttl=" + std::to_string(ttl_ms) + ",fair,wait=" + std::to_string(wait.count()) +
-           ",ticket_ttl=" + std::to_string(lo.fair_ticket_ttl.count()));
-    hold_once(name, "fair", 50, std::clamp(ttl_ms / 3, 51LL, 1000LL), [&] { return c->try_acquire_for(name, wait, lo); });
+    hold_once(name, mode, 5, std::max(6LL, ttl_ms / 2), [&] { return c->try_acquire_read_for(name, wait, lo); });
   };
 
   while (!g_stop.load() && c) {
@@ -838,33 +840,60 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       run_multi();
       continue;
     }
-    if (shape >= 100 - rw_pct && !race && !cancel) {
-      run_rw();
+    // Reader-writer leases (--rw-pct): half read (run_read above), half write: an ordinary hold
+    // below with try_acquire_write_for, detail `write` (check_history's reader-writer rules), no
+    // nesting, held 5 ms to half the TTL, a timeout logged with no N line (a writer may wait behind
+    // readers, which log no A line, so the driver's stuck-after-kill check cannot judge it).
+    const bool rw_write = shape >= 100 - rw_pct && !race && !cancel && pick(0, 1) == 0;
+    if (shape >= 100 - rw_pct && !race && !cancel && !rw_write) {
+      run_read(prefix + "_rw" + std::to_string(pick(0, 1)));
       continue;
     }
-    if (shape >= 100 - rw_pct - fair_pct && !race && !cancel) {
-      run_fair();
-      continue;
-    }
-    if (!shared && shape < multi_pct + leader_pct / 2) {  // latches: one per client (leader.hpp)
+    if (rw_write) name = prefix + "_rw" + std::to_string(pick(0, 1));
+    // Fair leases (--fair-pct): the name <prefix>_fair0, used only this way and only fair (client.hpp:
+    // a plain acquirer can starve fair waiters, so every acquirer of a fair name is fair). The lock
+    // goes to the lowest live ticket of the name's queue; a release hands it to the next ticket.
+    // A fair hold is an ordinary hold below (A line, fenced or guarded write, renew, release: a
+    // target of the driver's holder faults and its stopped/killed-holder checks) with three
+    // differences: the invoke also carries `fair`, the wait bound and the ticket TTL (the library's
+    // default, 2 s) for check_history.py's ticket-order check; no nesting (a re-entry is not a
+    // queue operation); a hold of 50-1000 ms, long enough for a queue to form behind it.
+    // --break fair: the acquisitions are plain (unfair) while logged as fair, a queue nobody keeps.
+    // --break fair_stale: a fair holder that ignores the loss of its lease: its write carries no
+    // fence and no guard, its loss reports are dropped, a refused renew or release is logged ok.
+    const bool fair = !rw_write && shape >= 100 - rw_pct - fair_pct && !race && !cancel;
+    const bool stale = fair && broken == "fair_stale";
+    if (fair) name = prefix + "_fair0";
+    const bool special = fair || rw_write;  // no latch, no await_leadership, no nesting
+    if (!special && !shared && shape < multi_pct + leader_pct / 2) {  // latches: one per client (leader.hpp)
       run_latch(name);
       continue;
     }
     // The other half of the leader share: await_leadership, otherwise an ordinary hold.
-    const bool leader_await = shape < multi_pct + leader_pct;
+    const bool leader_await = !special && shape < multi_pct + leader_pct;
     const long long ttl_ms = race ? pick(150, 400) : pick(ttl_min, ttl_max);
     const auto ttl = std::chrono::milliseconds(ttl_ms);
     std::optional<sqllock::lease_guard> g;
     std::atomic<bool> lost_cb{false};
-    op("invoke", "acquire", name, 0, "ttl=" + std::to_string(ttl.count()));
+    sqllock::lease_options lo;
+    lo.ttl = ttl;
+    lo.on_lost = [&lost_cb, &log, &sfx, stale, rw_write, name, outer_lost = on_lost_of("outer")](const std::string& n,
+                                                                                                  std::int64_t tok) {
+      lost_cb = true;
+      if (stale) return;
+      // A write lease's on_lost gets its derived row's name (sqllock.rwlock.<len>.<name>.writer):
+      // logged under the lease's own name, so the checker sees the loss of this hold.
+      if (rw_write) log.line("O", now_us(), "lost", "outer", name + sfx, tok, "callback");
+      else outer_lost(n, tok);
+    };
+    lo.fair = fair && broken != "fair";
+    op("invoke", "acquire", name, 0,
+       "ttl=" + std::to_string(ttl.count()) +
+           (fair ? ",fair,wait=" + std::to_string(wait.count()) + ",ticket_ttl=" + std::to_string(lo.fair_ticket_ttl.count())
+                 : std::string()) +
+           (rw_write ? ",write" : ""));
     auto t_req = now_us();
     try {
-      sqllock::lease_options lo;
-      lo.ttl = ttl;
-      lo.on_lost = [&lost_cb, outer_lost = on_lost_of("outer")](const std::string& n, std::int64_t tok) {
-        lost_cb = true;
-        outer_lost(n, tok);
-      };
       if (cancel) {
         std::stop_source stop;
         const auto cancel_after = std::chrono::milliseconds(pick(0, wait.count()));
@@ -887,7 +916,9 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
           g.reset();
         }
       } else {
-        g = permits > 0 ? c->try_acquire_permit_for(name, permits, wait, lo) : c->try_acquire_for(name, wait, lo);
+        g = permits > 0  ? c->try_acquire_permit_for(name, permits, wait, lo)
+            : rw_write ? (broken == "rw" ? c->try_acquire_read_for(name, wait, lo) : c->try_acquire_write_for(name, wait, lo))
+                       : c->try_acquire_for(name, wait, lo);
       }
     } catch (const std::exception& e) {
       const auto k = error_kind(e);
@@ -914,12 +945,14 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
     if (!g) {
       op("fail", "acquire", name, 0, "timeout");
-      log.line("N", name + sfx, t_req, now_us());
+      if (!rw_write) log.line("N", name + sfx, t_req, now_us());
       continue;
     }
     if (permits > 0) name = slot_name(name, g->permit());
+    // (check_history reads a reader-writer hold's ok detail, exactly `write`.)
     op("ok", "acquire", name, g->fencing_token(),
-       "hold=" + std::to_string(g->hold_count()) + (leader_await ? ",await_leadership" : ""));
+       rw_write ? std::string("write")
+                : "hold=" + std::to_string(g->hold_count()) + (leader_await ? ",await_leadership" : "") + (fair ? ",fair" : ""));
     consecutive_errors = 0;
     const std::int64_t token = g->fencing_token();
     // The label plus the pid: what the fenced write records, unique per process even when the
@@ -963,7 +996,7 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     // hold that shortened the lease shows as another process acquiring meanwhile.
     // One to three inner guards in turn: a re-entry after an inner release whose answer was lost is
     // what a stale re-send of that release could match (ABA on the hold count).
-    for (long long cycles = pick(0, 99) < nest_pct ? pick(1, 3) : 0; cycles > 0 && !g_stop.load(); --cycles) {
+    for (long long cycles = !special && pick(0, 99) < nest_pct ? pick(1, 3) : 0; cycles > 0 && !g_stop.load(); --cycles) {
       const bool shorter = nest_ttl == "shorter" || (nest_ttl != "longer" && pick(0, 1) == 0);
       const auto inner_ttl = std::chrono::milliseconds(
           shorter ? pick(std::max(1LL, ttl_ms / 8), std::max(1LL, ttl_ms / 3)) : pick(ttl_ms * 3 / 2, ttl_ms * 3));
@@ -1006,12 +1039,15 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     }
 
     // The critical section: mostly short, sometimes longer than a renewal period.
-    long long hold_ms = pick(0, 99) < 5 ? pick(ttl_ms, ttl_ms * 3 / 2) : pick(5, ttl_ms / 5);
+    long long hold_ms = rw_write            ? pick(5, std::max(6LL, ttl_ms / 2))
+                        : fair              ? pick(50, std::clamp(ttl_ms / 3, 51LL, 1000LL))
+                        : pick(0, 99) < 5 ? pick(ttl_ms, ttl_ms * 3 / 2)
+                                          : pick(5, ttl_ms / 5);
     std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
 
     // The fenced write: applies only when our token is >= the highest already applied.
     const std::int64_t val = (index << 32) | ++seq;
-    bool lost_before = g->lost();
+    bool lost_before = !stale && g->lost();
     if (lost_before) op("lost", "outer", name, token, "flag");
     auto t_ws = now_us();
     std::string applied = "0";
@@ -1020,13 +1056,13 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
     // off every takeover until it ends; the history checker then demands that it never commits
     // after another worker's acquisition of the name was acknowledged, and (with no fence
     // condition in its UPDATE) that applied tokens still increase in commit order.
-    const bool guarded = pick(0, 99) < guard_pct;
+    const bool guarded = !stale && pick(0, 99) < guard_pct;
     op("invoke", "write", name, token, std::to_string(val) + (guarded ? ":guarded" : ""));
     try {
       auto tx = c->begin();
       if (guarded) tx.require_lease(*g);
       if (durable_writes && c->backend_name() == "postgresql") tx.execute("SET LOCAL synchronous_commit = on");
-      auto n = guarded ? tx.execute(update_guarded, {val, token, holder, name + sfx})
+      auto n = guarded || stale ? tx.execute(update_guarded, {val, token, holder, name + sfx})
                        : tx.execute(update, {val, token, holder, name + sfx, token});
       if (n == 1) tx.execute(insert, {name + sfx, token, holder, val});
       log.line("X", name + sfx, token, now_us());  // inside the transaction, its writes not yet committed
@@ -1051,7 +1087,10 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       op("ok", "renew", name, token, "");
     } catch (const std::exception& e) {
       renewed = error_kind(e);
-      if (renewed != "lease_lost" && renewed != "not_holder") {
+      if (stale) {
+        renewed = "ok";  // broken: the refusal ignored
+        op("ok", "renew", name, token, "");
+      } else if (renewed != "lease_lost" && renewed != "not_holder") {
         op(phase_of(renewed), "renew", name, token, renewed);
         log.line("E", "renew", renewed, now_us(), e.what());
       } else {
@@ -1059,9 +1098,9 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
         op("lost", "outer", name, token, "renew");
       }
     }
-    log.line("U", name + sfx, token, t_u0, now_us(), renewed, g->lost() ? 1 : 0);
+    log.line("U", name + sfx, token, t_u0, now_us(), renewed, !stale && g->lost() ? 1 : 0);
 
-    bool lost_before_release = g->lost();
+    bool lost_before_release = !stale && g->lost();
     if (lost_before_release) op("lost", "outer", name, token, "flag");
     op("invoke", "release", name, token, "");
     auto t_rr = now_us();
@@ -1071,7 +1110,10 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       op("ok", "release", name, token, "");
     } catch (const std::exception& e) {
       result = error_kind(e);
-      if (result != "lease_lost" && result != "not_holder") {
+      if (stale) {
+        result = "ok";  // broken: the refusal ignored
+        op("ok", "release", name, token, "");
+      } else if (result != "lease_lost" && result != "not_holder") {
         op(phase_of(result), "release", name, token, result);
         log.line("E", "release", result, now_us(), e.what());
       } else {
@@ -1079,7 +1121,8 @@ int lock_loop(const args& a, int thread_k, sqllock::client* shared) {
       }
     }
     // (release() empties the guard, so lost() is read before it.)
-    log.line("R", name + sfx, token, t_rr, now_us(), result, lost_before_release ? 1 : 0, lost_cb.load() ? 1 : 0);
+    log.line("R", name + sfx, token, t_rr, now_us(), result, lost_before_release ? 1 : 0,
+             !stale && lost_cb.load() ? 1 : 0);
     g.reset();
   }
   log.line("Q", now_us());

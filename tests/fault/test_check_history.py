@@ -3,8 +3,10 @@
 each rule is shown firing on a history that breaks it and staying quiet on the ones it must accept.
 check_history.py's fair-lease rules (check_fair), and fault_driver.py's stuck_after_holder_died rule
 with the window it judges (a waiter's timeout proves the name stuck only after the killed holder's
-lease had certainly expired and before anybody may have held the name again). ctest
-fault_check_history; by hand: tests/fault/test_check_history.py [-v]."""
+lease had certainly expired and before anybody may have held the name again; on a fair name, also
+after the tickets of faulted waiters could have expired) and its stopped-holder rules, on plain,
+fair (FairHolderFaults) and reader-writer write holds (RwWriterFaults). ctest fault_check_history;
+by hand: tests/fault/test_check_history.py [-v]."""
 import argparse
 import contextlib
 import io
@@ -266,10 +268,12 @@ class FakeProc:
         self.threads, self.skew, self.holder_label = 1, None, None
 
 
-class StuckAfterHolderDied(unittest.TestCase):
-    """fault_driver.py's stuck_after_holder_died: holder pid 101 (TTL 2 s) acquires lock0 at 1.0 s
-    and is SIGKILLed at 2.0 s, so its lease has certainly expired by 4.0 s; waiter pid 102 waits
-    from 3.0 s and times out at 6.0 s; pid 103 acquires the name at 6.6 s."""
+class DriverHistoryCase(unittest.TestCase):
+    """Worker logs written to a temporary folder, judged by fault_driver.Driver.check_lock_phase."""
+
+
+    name = "f_lock0"
+    ticket = ""  # the invoke detail's fair fields (FairHolderFaults: ",fair,wait=3000,ticket_ttl=2000")
 
     def setUp(self):
         self.dir = tempfile.TemporaryDirectory()
@@ -282,24 +286,26 @@ class StuckAfterHolderDied(unittest.TestCase):
     def log(self, pid, *lines):
         self.logs.setdefault(pid, [f"P\t{pid}\t{T0}\t{pid}\t\t0"]).extend(lines)
 
-    def o_line(self, pid, t_ms, phase, op, token=0, detail="", name="f_lock0"):
-        self.log(pid, f"O\t{T0 + t_ms * MS}\t{phase}\t{op}\t{name}\t{token}\t{detail}")
+    def o_line(self, pid, t_ms, phase, op, token=0, detail="", name=None):
+        if phase == "invoke" and op == "acquire" and detail.startswith("ttl="):
+            detail += self.ticket
+        self.log(pid, f"O\t{T0 + t_ms * MS}\t{phase}\t{op}\t{name or self.name}\t{token}\t{detail}")
 
     def base_history(self, timeout_at_ms=6000):
         self.o_line(101, 1000, "invoke", "acquire", 0, "ttl=2000")
         self.o_line(101, 1010, "ok", "acquire", 5, "hold=1")
-        self.log(101, f"A\tf_lock0\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
+        self.log(101, f"A\t{self.name}\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
         self.o_line(102, 3000, "invoke", "acquire", 0, "ttl=2000")
         self.o_line(102, timeout_at_ms, "fail", "acquire", 0, "timeout")
-        self.log(102, f"N\tf_lock0\t{T0 + 3000 * MS}\t{T0 + timeout_at_ms * MS}")
+        self.log(102, f"N\t{self.name}\t{T0 + 3000 * MS}\t{T0 + timeout_at_ms * MS}")
         self.o_line(103, 6500, "invoke", "acquire", 0, "ttl=2000")
         self.o_line(103, 6600, "ok", "acquire", 7, "hold=1")
-        self.log(103, f"A\tf_lock0\t7\th103\t{T0 + 6500 * MS}\t{T0 + 6600 * MS}")
+        self.log(103, f"A\t{self.name}\t7\th103\t{T0 + 6500 * MS}\t{T0 + 6600 * MS}")
         self.o_line(103, 6700, "invoke", "release", 7)
         self.o_line(103, 6710, "ok", "release", 7)
-        self.log(103, f"R\tf_lock0\t7\t{T0 + 6700 * MS}\t{T0 + 6710 * MS}\tok\t0\t0")
+        self.log(103, f"R\t{self.name}\t7\t{T0 + 6700 * MS}\t{T0 + 6710 * MS}\tok\t0\t0")
 
-    def run_driver_check(self, probe_lines=(), events=None):
+    def run_driver_check(self, probe_lines=(), events=None, aw=(), lock=None):
         procs = []
         for pid, lines in sorted(self.logs.items()):
             path = os.path.join(self.dir.name, f"lock_{pid:05d}.log")
@@ -315,36 +321,51 @@ class StuckAfterHolderDied(unittest.TestCase):
         d.notes = []
         d.restarts = []
         d.events = events if events is not None else [dict(kind="kill", t=T0 + 2000 * MS, pid=101,
-                                                            holding=("f_lock0", 5))]
+                                                            holding=(self.name, 5))]
         d.lock_procs_all = procs
         d.probe = FakeProc(-1, -1, probe_path)
-        db = dict(res={}, aw=[], lock={"f_lock0": (self.lock_row_token, "h")}, stock={}, sales={}, integrity=[])
+        res = {self.name: (aw[-1][4], aw[-1][2], aw[-1][3])} if aw else {}
+        lock = dict(lock or {}, **{self.name: (self.lock_row_token, "h")})
+        db = dict(res=res, aw=list(aw), lock=lock, stock={}, sales={}, integrity=[])
         d.check_lock_phase(db, [])
         return d
 
     def kinds(self, d):
         return [k for k, _ in d.v.items]
 
-    def stopped_holder_history(self, release_result, renew_result=None):
+    def stopped_holder_history(self, release_result, renew_result=None, stale_write=None):
         # Holder 101 (TTL 2 s) acquires token 5 at 1.0 s and is SIGSTOPped from 1.5 s to 6.0 s;
-        # 103 takes the name over (token 7) at 4.5 s; after the resume 101 releases.
+        # 103 takes the name over (token 7) at 4.5 s and writes (applied); after the resume 101
+        # writes (stale_write: "1" applied, "0" rejected), renews (renew_result, guard lost unless
+        # it passed) and releases.
         self.o_line(101, 1000, "invoke", "acquire", 0, "ttl=2000")
         self.o_line(101, 1010, "ok", "acquire", 5, "hold=1")
-        self.log(101, f"A\tf_lock0\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
+        self.log(101, f"A\t{self.name}\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
+        if stale_write is not None:
+            self.log(101, f"W\t{self.name}\t5\th101\t{T0 + 6010 * MS}\t{T0 + 6020 * MS}\t{stale_write}\t0\t11")
         if renew_result is not None:
-            # After the resume the holder renews first (the guard reports its loss either way).
-            self.log(101, f"U\tf_lock0\t5\t{T0 + 6050 * MS}\t{T0 + 6090 * MS}\t{renew_result}\t1")
+            lost = "0" if renew_result == "ok" else "1"
+            self.log(101, f"U\t{self.name}\t5\t{T0 + 6050 * MS}\t{T0 + 6060 * MS}\t{renew_result}\t{lost}")
         self.o_line(101, 6100, "invoke", "release", 5)
         self.o_line(101, 6350, "fail" if release_result != "ok" else "ok", "release", 5, release_result)
-        self.log(101, f"R\tf_lock0\t5\t{T0 + 6100 * MS}\t{T0 + 6350 * MS}\t{release_result}\t1\t1")
+        self.log(101, f"R\t{self.name}\t5\t{T0 + 6100 * MS}\t{T0 + 6350 * MS}\t{release_result}\t1\t1")
         self.o_line(103, 4400, "invoke", "acquire", 0, "ttl=2000")
         self.o_line(103, 4500, "ok", "acquire", 7, "hold=1")
-        self.log(103, f"A\tf_lock0\t7\th103\t{T0 + 4400 * MS}\t{T0 + 4500 * MS}")
+        self.log(103, f"A\t{self.name}\t7\th103\t{T0 + 4400 * MS}\t{T0 + 4500 * MS}")
+        if stale_write is not None:
+            self.log(103, f"W\t{self.name}\t7\th103\t{T0 + 4520 * MS}\t{T0 + 4530 * MS}\t1\t0\t31")
         self.o_line(103, 4600, "invoke", "release", 7)
         self.o_line(103, 4610, "ok", "release", 7)
-        self.log(103, f"R\tf_lock0\t7\t{T0 + 4600 * MS}\t{T0 + 4610 * MS}\tok\t0\t0")
-        return self.run_driver_check(events=[dict(kind="stop", t=T0 + 1500 * MS, pid=101, holding=("f_lock0", 5),
-                                                  t_end=T0 + 6000 * MS)])
+        self.log(103, f"R\t{self.name}\t7\t{T0 + 4600 * MS}\t{T0 + 4610 * MS}\tok\t0\t0")
+        aw = [(1, self.name, 7, "h103", 31)] + ([(2, self.name, 5, "h101", 11)] if stale_write == "1" else [])
+        return self.run_driver_check(events=[dict(kind="stop", t=T0 + 1500 * MS, pid=101, holding=(self.name, 5),
+                                                  t_end=T0 + 6000 * MS)], aw=aw)
+
+
+class StuckAfterHolderDied(DriverHistoryCase):
+    """fault_driver.py's stuck_after_holder_died: holder pid 101 (TTL 2 s) acquires lock0 at 1.0 s
+    and is SIGKILLed at 2.0 s, so its lease has certainly expired by 4.0 s; waiter pid 102 waits
+    from 3.0 s and times out at 6.0 s; pid 103 acquires the name at 6.6 s."""
 
     def test_a_stopped_holders_release_that_could_not_run_in_its_bound_proves_nothing(self):
         # CI's SQLite run (seed 2425870918): the release after the resume met SQLite's write lock
@@ -400,10 +421,10 @@ class StuckAfterHolderDied(unittest.TestCase):
         self.base_history()
         self.o_line(104, 4100, "invoke", "acquire", 0, "ttl=2000")
         self.o_line(104, 4200, "ok", "acquire", 6, "hold=1")
-        self.log(104, f"A\tf_lock0\t6\th104\t{T0 + 4100 * MS}\t{T0 + 4200 * MS}")
+        self.log(104, f"A\t{self.name}\t6\th104\t{T0 + 4100 * MS}\t{T0 + 4200 * MS}")
         self.o_line(104, 4300, "invoke", "release", 6)
         self.o_line(104, 4310, "ok", "release", 6)
-        self.log(104, f"R\tf_lock0\t6\t{T0 + 4300 * MS}\t{T0 + 4310 * MS}\tok\t0\t0")
+        self.log(104, f"R\t{self.name}\t6\t{T0 + 4300 * MS}\t{T0 + 4310 * MS}\tok\t0\t0")
         self.assertEqual(self.kinds(self.run_driver_check()), [])
 
     def test_a_database_write_stall_in_the_window_excuses_the_timeout(self):
@@ -414,6 +435,94 @@ class StuckAfterHolderDied(unittest.TestCase):
         self.assertEqual(self.kinds(d), [])
         self.assertEqual(d.excused_by_stall, 1)
 
+    def test_a_stopped_holder_refused_everything_is_counted(self):
+        d = self.stopped_holder_history("lease_lost", renew_result="lease_lost", stale_write="0")
+        self.assertEqual(self.kinds(d), [], d.v.items)
+        self.assertEqual({k: d.stop_outcomes[k] for k in ("taken_over", "write_rejected", "renew_refused",
+                                                          "release_refused", "guard_lost")},
+                         dict(taken_over=1, write_rejected=1, renew_refused=1, release_refused=1, guard_lost=1))
+
+    def test_a_stopped_holders_write_applied_after_the_new_holders_is_flagged(self):
+        d = self.stopped_holder_history("lease_lost", renew_result="lease_lost", stale_write="1")
+        self.assertEqual(sorted(self.kinds(d)), ["applied_out_of_order", "stale_write_applied"], d.v.items)
+
+    def test_another_process_stopped_in_the_window(self):
+        # Pid 104 (a waiter, say) is SIGSTOPped at 3.8 s. A plain name has no queue: the waiter's
+        # timeout at 6.0 s is judged as ever. A fair name goes to the lowest live ticket, and 104's
+        # may live until 5.8 s (FAIR_TICKET_TTL_US after its last poll): not judged before 6.55 s.
+        self.base_history()
+        kill = dict(kind="kill", t=T0 + 2000 * MS, pid=101, holding=(self.name, 5))
+        stop = dict(kind="stop", t=T0 + 3800 * MS, pid=104, holding=None, t_end=T0 + 9000 * MS)
+        d = self.run_driver_check(events=[kill, stop])
+        self.assertEqual(self.kinds(d), [] if self.ticket else ["stuck_after_holder_died"], d.v.items)
+
+
+class FairHolderFaults(StuckAfterHolderDied):
+    """The same histories on the fair shape's name (fault_worker --fair-pct: A, W, U, R lines like
+    a plain hold, the invoke carrying fair,wait=,ticket_ttl=): a killed or stopped fair holder is
+    judged by the same rules, except that a fair name's queue may wait for a dead waiter's ticket
+    (test_another_process_stopped_in_the_window)."""
+    name = "f_fair0"
+    ticket = ",fair,wait=3000,ticket_ttl=2000"
+    # A multi-lock never takes a fair name (fault_worker: the fair name is acquired only fairly).
+    test_a_partial_hold_of_a_multi_lock_ends_the_window = None
+
+    def test_a_waiter_timing_out_past_a_stopped_waiters_ticket_is_flagged(self):
+        self.base_history(timeout_at_ms=6600)  # 104's ticket expired at 5.8 s; 103 acquires at 6.6 s
+        self.logs[103] = self.logs[103][:1]  # nobody acquires
+        kill = dict(kind="kill", t=T0 + 2000 * MS, pid=101, holding=(self.name, 5))
+        stop = dict(kind="stop", t=T0 + 3800 * MS, pid=104, holding=None, t_end=T0 + 9000 * MS)
+        d = self.run_driver_check(events=[kill, stop])
+        self.assertEqual(self.kinds(d), ["stuck_after_holder_died"], d.v.items)
+
+    def test_the_fair_holds_are_fair_calls_of_the_history_checker(self):
+        # The history of a fair hold as the worker now logs it (ok detail hold=1,fair) is still a fair
+        # call for check_fair: y granted while x, who joined 1 s earlier, still waits, is flagged.
+        h = History()
+        x, y = h.loop(101), h.loop(102)
+        for p, t_inv, t_ok, tok in ((x, 0, 2000, 3), (y, 1000, 1500, 2)):
+            h.op(p, t_inv, "invoke", "acquire", self.name, 0, "ttl=2000" + self.ticket)
+            h.op(p, t_ok, "ok", "acquire", self.name, tok, "hold=1,fair")
+            h.op(p, t_ok + 100, "invoke", "release", self.name, tok, "")
+            h.op(p, t_ok + 101, "ok", "release", self.name, tok, "")
+        c = h.check()
+        self.assertIn("fair_ticket_order", [k for k, _ in c.v.items], c.v.items)
+
+
+class RwWriterFaults(DriverHistoryCase):
+    """A reader-writer name's write holds log A lines (fault_worker --rw-pct), its read holds do not:
+    the stopped-holder rules apply to writers, but nothing proves the name stuck when no writer
+    comes after a killed one (readers may hold it all along), and its rows are derived (no LOCK
+    line in the dump, so no row-trace check)."""
+    name = "f_rw0"
+    ticket = ",write"
+
+    def test_a_stopped_writers_release_that_passed_its_owner_check_is_flagged(self):
+        self.lock_row_token = 0  # no LOCK line for a reader-writer name: not judged
+        d = self.stopped_holder_history("ok", renew_result="lease_lost", stale_write="0")
+        # (and no acquisition_without_row_trace although the "row" has token 0: not judged)
+        self.assertEqual(self.kinds(d), ["release_after_takeover", "stopped_holder_released"], d.v.items)
+        self.assertEqual(d.stop_outcomes["rw_taken_over"], 1)
+
+    def killed_then_nobody(self, ok_detail):
+        """Holder 101 of self.name (token 5) is SIGKILLed at 2 s; nobody acquires the name again,
+        while the phase goes on (another name acquired at 30 s)."""
+        self.o_line(101, 1000, "invoke", "acquire", 0, "ttl=2000")
+        self.o_line(101, 1010, "ok", "acquire", 5, ok_detail)
+        self.log(101, f"A\t{self.name}\t5\th101\t{T0 + 1000 * MS}\t{T0 + 1010 * MS}")
+        self.o_line(102, 30000, "invoke", "acquire", 0, "ttl=2000", name="f_lock1")
+        self.o_line(102, 30010, "ok", "acquire", 9, "hold=1", name="f_lock1")
+        self.log(102, f"A\tf_lock1\t9\th102\t{T0 + 30000 * MS}\t{T0 + 30010 * MS}")
+        return self.run_driver_check(lock={"f_lock1": (9, "h102")})
+
+    def test_no_writer_after_a_killed_writer_is_not_a_stuck_lock(self):
+        d = self.killed_then_nobody("write")
+        self.assertEqual(self.kinds(d), [], d.v.items)
+
+    def test_nobody_after_a_killed_plain_holder_is_a_stuck_lock(self):
+        self.name = "f_lock0"
+        d = self.killed_then_nobody("hold=1")
+        self.assertEqual(self.kinds(d), ["stuck_lock"], d.v.items)
 
 if __name__ == "__main__":
     unittest.main()

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <stop_token>
 #include <thread>
@@ -782,4 +783,40 @@ TEST(Engine, ALeaseWhoseRenewalAnswersAreLostIsReportedLostAtTheLocalDeadline) {
   EXPECT_LE(lost, g->acq->valid_until_time()) << "reported "
       << std::chrono::duration_cast<std::chrono::milliseconds>(lost - g->acq->valid_until_time()).count()
       << " ms after its local expiry";
+}
+
+// ---- acquisitions answered at or after their loss point (fake_backend::delay_answer) ----
+
+namespace {
+/// The lock row as the fake database has it (holder "" when free).
+d::fake_database::row row_of(const std::shared_ptr<d::fake_database>& db, const std::string& name) {
+  std::lock_guard lk(db->mu);
+  return db->rows[name];
+}
+bool wait_for(const std::function<bool()>& done, milliseconds at_most) {
+  const auto until = steady::now() + at_most;
+  while (!done()) {
+    if (steady::now() >= until) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+}  // namespace
+
+// The database grants a 200 ms lease but its answer comes 250 ms after the statement began, past the
+// lease's loss point (190 ms): the lease is not handed to the caller (it would be lost already, and
+// another client may take the name at any moment), nothing is reported for it, and its row is
+// freed. Before the book refused such an acquisition, the lease came back with lost() == false and
+// the row stayed held.
+TEST(EngineLate, ATryAnsweredAfterItsLossPointIsNotAcquiredAndItsRowIsFreed) {
+  engine_fixture f;
+  std::atomic<int> lost_calls{0};
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);
+  auto g = f.try_acquire("n", {.ttl = 200ms, .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; }});
+  EXPECT_FALSE(g) << "a lease answered past its loss point was returned (lost() == " << (g && g->acq->lost.load())
+                  << ")";
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 1);
+  EXPECT_TRUE(wait_for([&] { return row_of(f.db, "n").holder.empty(); }, 3s))
+      << "the row granted too late stayed held (owner " << row_of(f.db, "n").owner << ")";
+  EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
 }

@@ -820,3 +820,104 @@ TEST(EngineLate, ATryAnsweredAfterItsLossPointIsNotAcquiredAndItsRowIsFreed) {
       << "the row granted too late stayed held (owner " << row_of(f.db, "n").owner << ")";
   EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
 }
+
+// Re-entry (this scope holds a live lease of the name) sends no acquire at all, however slowly the
+// database would answer one: the new hold shares the outer acquisition, and dropping it leaves the
+// outer hold and its row alone. Another thread of a per-thread client asks the database, which
+// refuses it (another owner holds the row), slow answer or not: the holder keeps the name.
+TEST(EngineLate, AReentrantAcquireSendsNoAcquireAndLeavesTheOuterHoldIntact) {
+  engine_fixture f;
+  auto outer = f.try_acquire("n", {.ttl = 2s});
+  ASSERT_TRUE(outer);
+  f.fake->delay_answer(d::fake_op::acquire, 300ms);
+  const auto t = steady::now();
+  auto inner = f.try_acquire("n", {.ttl = 200ms});
+  ASSERT_TRUE(inner);
+  EXPECT_LT(steady::now() - t, 100ms);
+  EXPECT_EQ(inner->hold_count, 2);
+  EXPECT_EQ(inner->acq, outer->acq);
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 1);
+  f.engine->release(*inner);
+  EXPECT_EQ(f.fake->count(d::fake_op::release), 0);
+  EXPECT_EQ(row_of(f.db, "n").owner, outer->acq->ref.owner);
+
+  engine_fixture p({.scope = sqllock::holder_scope::per_thread});
+  auto mine = p.try_acquire("m", {.ttl = 2s});
+  ASSERT_TRUE(mine);
+  p.fake->delay_answer(d::fake_op::acquire, 300ms);
+  std::shared_ptr<d::lease_state> other;
+  std::thread([&] { other = p.try_acquire("m", {.ttl = 200ms}); }).join();
+  EXPECT_FALSE(other);
+  std::this_thread::sleep_for(100ms);  // any release the refusal queued has run by now
+  EXPECT_EQ(row_of(p.db, "m").owner, mine->acq->ref.owner);
+  EXPECT_FALSE(mine->acq->lost.load());
+  EXPECT_EQ(row_of(p.db, "m").token, mine->acq->ref.token);
+}
+
+// A semaphore's single try: every permit it is granted too late is refused, and each such row is
+// freed (by this call's owner id), none left held.
+TEST(EngineLate, PermitsGrantedTooLateAreNotAcquiredAndAllFreed) {
+  engine_fixture f;
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);
+  auto g = f.engine->acquire_permit("s", 2, {.ttl = 200ms}, 0ms, {}, false);
+  EXPECT_FALSE(g);
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 2);
+  for (int slot : {0, 1}) {
+    const auto row = d::permit_row_name("s", slot);
+    EXPECT_TRUE(wait_for([&] { return row_of(f.db, row).holder.empty(); }, 3s)) << "permit " << slot << " stayed held";
+  }
+  f.fake->heal(d::fake_op::acquire);
+  auto h = f.engine->acquire_permit("s", 2, {.ttl = 2s}, 0ms, {}, false);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->hold_count, 1);
+}
+
+// A fair lock handed over to a waiter whose acquire is then answered past its loss point: the
+// waiter does not get it, and when that waiter leaves (here: cancelled) the lock goes on to the next
+// ticket in the same statement; the queue does not stall and keeps no ticket of the one that left.
+TEST(EngineLate, AFairHandOverAnsweredTooLateIsPassedOnAndTheQueueMovesOn) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto ec = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  std::stop_source stop_b;
+  std::atomic<bool> refused{false};
+  sqllock::client_options ob;
+  ob.log = [&](sqllock::log_level, std::string_view m) {
+    if (m.find("loss point") != std::string_view::npos) {
+      refused = true;
+      stop_b.request_stop();
+    }
+  };
+  auto bb = std::make_unique<d::fake_backend>(db);
+  auto* fb = bb.get();
+  auto eb = std::make_shared<d::lease_engine>(std::move(bb), ob);
+  auto held = ea->acquire("n", fair_opts(400ms), 0ms, {}, false);
+  ASSERT_TRUE(held);
+  auto b_opts = fair_opts(400ms);
+  b_opts.ttl = 400ms;
+  fb->delay(d::fake_op::acquire, 200ms);         // B's acquire is applied 200 ms in (the row ends at 600 ms)
+  fb->delay_answer(d::fake_op::acquire, 190ms);  // and answered at 390 ms: past its loss point (380 ms)
+  std::atomic<bool> b_cancelled{false};
+  std::jthread b([&] {
+    try {
+      (void)eb->acquire("n", b_opts, 5s, stop_b.get_token(), true);
+    } catch (const sqllock::cancelled&) {
+      b_cancelled = true;
+    }
+  });
+  ASSERT_TRUE(wait_for([&] { return eb->db().list_queue().size() == 1; }, 2s));
+  std::shared_ptr<d::lease_state> c_got;
+  std::jthread c([&] { c_got = ec->acquire("n", fair_opts(400ms), 5s, {}, false); });
+  ASSERT_TRUE(wait_for([&] { return ec->db().list_queue().size() == 2; }, 2s));
+  ea->release(*held);  // handed to B (first in line)
+  b.join();
+  c.join();
+  EXPECT_TRUE(refused.load()) << "B's acquire was not answered too late";
+  EXPECT_TRUE(b_cancelled.load());
+  ASSERT_TRUE(c_got) << "the queue stalled behind the refused hand-over";
+  EXPECT_EQ(c_got->acq->ref.token, held->acq->ref.token + 2);  // handed to B, then on to C
+  ec->release(*c_got);
+  std::lock_guard lk(db->mu);
+  EXPECT_TRUE(db->rows["n"].holder.empty());
+  for (const auto& [seq, t] : db->queue) EXPECT_EQ(t.owner, held->acq->ref.owner) << "a ticket stayed";
+}

@@ -1018,6 +1018,8 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
       auto matched = db_->renew(batch.items, loss_at);
       if (matched.empty()) fail_lost("was lost: the owner check failed on renew");
       book_.renewed(batch, matched, t0, false, "");
+      // Answered after the deadline thread reported the lease lost: that report stands.
+      if (a.lost.load()) fail_lost("was reported lost before its renewal was answered");
       if (options_.log) {
         log_message(options_, log_level::debug,
                     "renewed '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") for " +

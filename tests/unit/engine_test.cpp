@@ -854,6 +854,29 @@ TEST(EngineLate, AReentrantAcquireSendsNoAcquireAndLeavesTheOuterHoldIntact) {
   EXPECT_EQ(row_of(p.db, "m").token, mine->acq->ref.token);
 }
 
+// A re-entry that must extend the lease (auto_renew off, a longer TTL) renews it once; when that
+// renewal is answered after the lease was reported lost, the new hold is not handed out lost: the
+// acquire fails with lease_lost, as one started past the loss point does, and the outer hold's
+// count is back to one.
+TEST(EngineLate, AReentryWhoseExtensionIsAnsweredAfterTheLeaseWasLostIsNotHandedOut) {
+  engine_fixture f;
+  std::atomic<int> lost_calls{0};
+  auto outer = f.try_acquire("n", {.ttl = 300ms, .auto_renew = false,
+                                   .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; }});
+  ASSERT_TRUE(outer);
+  f.fake->delay_answer(d::fake_op::renew, 400ms);  // past the outer lease's loss point (285 ms)
+  std::shared_ptr<d::lease_state> inner;
+  try {
+    inner = f.try_acquire("n", {.ttl = 2s, .auto_renew = false});
+  } catch (const sqllock::lease_lost&) {
+  }
+  EXPECT_EQ(f.fake->count(d::fake_op::renew), 1);
+  EXPECT_FALSE(inner) << "a re-entered hold came back with lost() == " << (inner && inner->acq->lost.load());
+  EXPECT_EQ(lost_calls.load(), 1);  // the outer lease, which its holder saw
+  std::lock_guard lk(f.db->mu);
+  EXPECT_EQ(f.db->rows["n"].owner, outer->acq->ref.owner);  // nothing freed it under the outer hold
+}
+
 // A semaphore's single try: every permit it is granted too late is refused, and each such row is
 // freed (by this call's owner id), none left held.
 TEST(EngineLate, PermitsGrantedTooLateAreNotAcquiredAndAllFreed) {

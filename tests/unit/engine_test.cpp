@@ -877,6 +877,31 @@ TEST(EngineLate, AReentryWhoseExtensionIsAnsweredAfterTheLeaseWasLostIsNotHanded
   EXPECT_EQ(f.db->rows["n"].owner, outer->acq->ref.owner);  // nothing freed it under the outer hold
 }
 
+// One waiting acquire re-sends the same owner id on every try. A try answered past its loss point
+// is refused; if the next try of the same call finds the row still its own live lease (the release
+// of the refused one went unanswered), that lease is valid and handed out, and nothing may release
+// it afterwards: a release of the refused acquisition queued by owner id would free it under its
+// holder once the server answers again.
+TEST(EngineLate, AWaiterThatFindsItsRefusedRowAgainKeepsTheLeaseItIsHanded) {
+  engine_fixture f;
+  f.fake->delay(d::fake_op::acquire, 200ms);         // applied 200 ms into the statement: ends at 600 ms
+  f.fake->delay_answer(d::fake_op::acquire, 190ms);  // answered at 390 ms, past the loss point (380 ms)
+  f.fake->fail(d::fake_op::release, 1000);           // releases get no answer for now
+  std::shared_ptr<d::lease_state> g;
+  std::thread waiter([&] { g = f.engine->acquire("n", {.ttl = 400ms}, 2s, {}, false); });
+  EXPECT_TRUE(wait_for([&] { return f.fake->count(d::fake_op::acquire) >= 1; }, 1s));
+  f.fake->heal(d::fake_op::acquire);  // the tries after the first answer at once
+  waiter.join();
+  ASSERT_TRUE(g);
+  EXPECT_GE(f.fake->count(d::fake_op::acquire), 2);
+  f.fake->heal(d::fake_op::release);
+  std::this_thread::sleep_for(1200ms);  // the outbox's re-sends (250 ms, 500 ms back-off) have run
+  EXPECT_FALSE(g->acq->lost.load()) << "the lease handed out was lost";
+  EXPECT_EQ(row_of(f.db, "n").owner, g->acq->ref.owner) << "the lease handed out was freed under its holder";
+  EXPECT_NO_THROW(f.engine->release(*g));
+  EXPECT_TRUE(row_of(f.db, "n").holder.empty());
+}
+
 // A semaphore's single try: every permit it is granted too late is refused, and each such row is
 // freed (by this call's owner id), none left held.
 TEST(EngineLate, PermitsGrantedTooLateAreNotAcquiredAndAllFreed) {

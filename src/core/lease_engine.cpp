@@ -823,12 +823,13 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
           reader = db_->live_in_range(lo, hi);
         }
         last_error = nullptr;
-        if (!reader) return w;
+        if (!reader && book_.usable(*w->acq, steady::now())) return w;
       } catch (const connection_lost&) {
         if (!waits) throw;
         last_error = std::current_exception();
       }
-      if (w->acq->lost.load()) {
+      // Lost, or past its loss point (the read answered late): never handed out.
+      if (!book_.usable(*w->acq, steady::now())) {
         throw lease_lost("the write lock of '" + name + "' was lost while its readers drained",
                          std::string(db_->kind()), "", "lease_live_in_range");
       }
@@ -933,8 +934,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
           release_quietly(*h);
           throw;
         }
-        if (!blocked) return h;
-        if (!last_error) release_quietly(*h);  // writer preference: step aside until the writer is gone
+        // Not handed out lost, nor past its loss point (the read answered late): not acquired.
+        if (!blocked && book_.usable(*h->acq, steady::now())) return h;
+        // Writer preference: step aside until the writer is gone.
+        if (!last_error) release_quietly(*h);
       }
       if (!waits || steady::now() >= deadline) return give_up();
       if (!ticket) {

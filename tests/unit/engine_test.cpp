@@ -920,6 +920,32 @@ TEST(EngineLate, PermitsGrantedTooLateAreNotAcquiredAndAllFreed) {
   EXPECT_EQ(h->hold_count, 1);
 }
 
+// Reader-writer leases take their row through the same checked path, then read the other side;
+// when that read is answered after the lease's loss point (renewals answered as late), the lease
+// is not handed out lost: a reader steps aside (not acquired), a writer fails as one lost while
+// its readers drained. Either way its row is freed.
+TEST(EngineLate, ReadWriteLeasesWhoseCheckIsAnsweredAfterTheirLossAreNotHandedOut) {
+  engine_fixture f;
+  f.fake->delay_answer(d::fake_op::read, 400ms);
+  f.fake->delay_answer(d::fake_op::renew, 400ms);
+  std::shared_ptr<d::lease_state> r;
+  EXPECT_NO_THROW(r = f.engine->acquire_read("rw", {.ttl = 300ms}, 0ms, {}, false));
+  EXPECT_FALSE(r) << "a read lease came back with lost() == " << (r && r->acq->lost.load());
+  std::shared_ptr<d::lease_state> w;
+  try {
+    w = f.engine->acquire_write("rw", {.ttl = 300ms}, 0ms, {}, false);
+  } catch (const sqllock::lease_lost&) {
+  }
+  EXPECT_FALSE(w) << "a write lease came back with lost() == " << (w && w->acq->lost.load());
+  f.fake->heal(d::fake_op::renew);
+  f.fake->heal(d::fake_op::read);
+  std::lock_guard lk(f.db->mu);
+  for (const auto& [name, row] : f.db->rows) {
+    if (name.find("rwlock") != std::string::npos && !row.holder.empty())
+      ADD_FAILURE() << "row " << name << " stayed held";
+  }
+}
+
 // A fair lock handed over to a waiter whose acquire is then answered past its loss point: the
 // waiter does not get it, and when that waiter leaves (here: cancelled) the lock goes on to the next
 // ticket in the same statement; the queue does not stall and keeps no ticket of the one that left.

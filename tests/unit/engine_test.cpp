@@ -821,6 +821,26 @@ TEST(EngineLate, ATryAnsweredAfterItsLossPointIsNotAcquiredAndItsRowIsFreed) {
   EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
 }
 
+// The release of a refused row names that acquire call's owner id: when it is answered only after
+// the same client acquired the name again (a new call), it frees nothing of the new lease.
+TEST(EngineLate, TheRefusedRowsLateReleaseNeverFreesTheClientsNextLeaseOfTheName) {
+  engine_fixture f;
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);
+  f.fake->fail(d::fake_op::release, 1000);  // the refused row's release goes unanswered for now
+  EXPECT_FALSE(f.try_acquire("n", {.ttl = 200ms}));
+  f.fake->heal(d::fake_op::acquire);
+  auto g = f.engine->acquire("n", {.ttl = 2s}, 1s, {}, false);  // the refused row expired: a new lease
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->acq->ref.token, 2);
+  f.fake->heal(d::fake_op::release);
+  const int releases = f.fake->count(d::fake_op::release);
+  std::this_thread::sleep_for(800ms);  // the outbox re-sends the refused row's release meanwhile
+  EXPECT_GT(f.fake->count(d::fake_op::release), releases) << "the refused row's release was not re-sent";
+  EXPECT_EQ(row_of(f.db, "n").owner, g->acq->ref.owner);
+  EXPECT_FALSE(g->acq->lost.load());
+  EXPECT_NO_THROW(f.engine->release(*g));
+}
+
 // Re-entry (this scope holds a live lease of the name) sends no acquire at all, however slowly the
 // database would answer one: the new hold shares the outer acquisition, and dropping it leaves the
 // outer hold and its row alone. Another thread of a per-thread client asks the database, which

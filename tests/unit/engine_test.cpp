@@ -2,7 +2,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <functional>
 #include <memory>
 #include <stop_token>
 #include <thread>
@@ -793,14 +792,6 @@ d::fake_database::row row_of(const std::shared_ptr<d::fake_database>& db, const 
   std::lock_guard lk(db->mu);
   return db->rows[name];
 }
-bool wait_for(const std::function<bool()>& done, milliseconds at_most) {
-  const auto until = steady::now() + at_most;
-  while (!done()) {
-    if (steady::now() >= until) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
 }  // namespace
 
 // The database grants a 200 ms lease but its answer comes 250 ms after the statement began, past the
@@ -816,7 +807,7 @@ TEST(EngineLate, ATryAnsweredAfterItsLossPointIsNotAcquiredAndItsRowIsFreed) {
   EXPECT_FALSE(g) << "a lease answered past its loss point was returned (lost() == " << (g && g->acq->lost.load())
                   << ")";
   EXPECT_EQ(f.fake->count(d::fake_op::acquire), 1);
-  EXPECT_TRUE(wait_for([&] { return row_of(f.db, "n").holder.empty(); }, 3s))
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return row_of(f.db, "n").holder.empty(); }, 3s))
       << "the row granted too late stayed held (owner " << row_of(f.db, "n").owner << ")";
   EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
 }
@@ -909,7 +900,7 @@ TEST(EngineLate, AWaiterThatFindsItsRefusedRowAgainKeepsTheLeaseItIsHanded) {
   f.fake->fail(d::fake_op::release, 1000);           // releases get no answer for now
   std::shared_ptr<d::lease_state> g;
   std::thread waiter([&] { g = f.engine->acquire("n", {.ttl = 400ms}, 2s, {}, false); });
-  EXPECT_TRUE(wait_for([&] { return f.fake->count(d::fake_op::acquire) >= 1; }, 1s));
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return f.fake->count(d::fake_op::acquire) >= 1; }, 1s));
   f.fake->heal(d::fake_op::acquire);  // the tries after the first answer at once
   waiter.join();
   ASSERT_TRUE(g);
@@ -932,7 +923,7 @@ TEST(EngineLate, PermitsGrantedTooLateAreNotAcquiredAndAllFreed) {
   EXPECT_EQ(f.fake->count(d::fake_op::acquire), 2);
   for (int slot : {0, 1}) {
     const auto row = d::permit_row_name("s", slot);
-    EXPECT_TRUE(wait_for([&] { return row_of(f.db, row).holder.empty(); }, 3s)) << "permit " << slot << " stayed held";
+    EXPECT_TRUE(sqllock_testing::eventually([&] { return row_of(f.db, row).holder.empty(); }, 3s)) << "permit " << slot << " stayed held";
   }
   f.fake->heal(d::fake_op::acquire);
   auto h = f.engine->acquire_permit("s", 2, {.ttl = 2s}, 0ms, {}, false);
@@ -999,10 +990,10 @@ TEST(EngineLate, AFairHandOverAnsweredTooLateIsPassedOnAndTheQueueMovesOn) {
       b_cancelled = true;
     }
   });
-  ASSERT_TRUE(wait_for([&] { return eb->db().list_queue().size() == 1; }, 2s));
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return eb->db().list_queue().size() == 1; }, 2s));
   std::shared_ptr<d::lease_state> c_got;
   std::jthread c([&] { c_got = ec->acquire("n", fair_opts(400ms), 5s, {}, false); });
-  ASSERT_TRUE(wait_for([&] { return ec->db().list_queue().size() == 2; }, 2s));
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return ec->db().list_queue().size() == 2; }, 2s));
   ea->release(*held);  // handed to B (first in line)
   b.join();
   c.join();

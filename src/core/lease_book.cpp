@@ -116,6 +116,11 @@ bool lease_book::holds_live_in_scope(const std::string& name, std::uint64_t scop
   return !a.released && !a.lost.load() && now < a.valid_until_time() - loss_margin(a.last_ttl);
 }
 
+bool lease_book::usable(const acquisition& a, steady::time_point now) const {
+  std::lock_guard lk(mu_);
+  return !a.released && !a.lost.load() && now < a.valid_until_time() - loss_margin(a.last_ttl);
+}
+
 bool lease_book::holds_name(const std::string& name) const {
   std::lock_guard lk(mu_);
   auto it = by_name_.find(name);

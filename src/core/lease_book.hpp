@@ -112,6 +112,10 @@ class lease_book {
   /// not lost, not about to be reported lost at `now`).
   bool holds_live_in_scope(const std::string& name, std::uint64_t scope, steady::time_point now) const;
 
+  /// `a` may be handed to a caller at `now`: neither reported lost nor released, and before its loss
+  /// point (a lease recorded earlier whose next statement was answered late may be past it).
+  bool usable(const acquisition& a, steady::time_point now) const;
+
   /// Record a new acquisition (the acquire statement started at `started`) and its first hold.
   /// Returns null, recording nothing, when the answer came at or after the lease's loss point
   /// (`started` + TTL - loss_margin): by this client's own rule the lease is already lost, and

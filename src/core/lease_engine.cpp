@@ -187,19 +187,16 @@ lease_engine::~lease_engine() {
   db_.reset();
 }
 
-void lease_engine::answered_too_late(const lease_ref& ref, milliseconds ttl) noexcept {
-  // The database granted the lease, but its answer came at or after the lease's loss point: it is
-  // not handed to the caller (book_.add refused it). Its row is released by owner in the
-  // background (a no-op if another client took it over meanwhile), and the try counts as not
-  // acquired: a waiter goes on waiting, a single try says no.
-  try {
-    outbox_.add({ref, milliseconds(0), {}}, steady::now() + ttl + milliseconds(1000));
-    renewer_->poke();
+std::shared_ptr<lease_state> lease_engine::record(const lease_ref& ref, std::uint64_t scope, steady::time_point started,
+                                                  const lease_options& options,
+                                                  const std::shared_ptr<lease_engine>& self) {
+  auto h = book_.add(ref, label_, scope, started, options, self);
+  if (!h) {
     log_message(options_, log_level::warning,
                 "the acquire of '" + ref.name + "' (token " + std::to_string(ref.token) +
-                    ") was answered after its lease's loss point: not used, released");
-  } catch (...) {
+                    ") was answered after its lease's loss point: not used (released by owner id if the call ends without a lease)");
   }
+  return h;
 }
 
 std::string lease_engine::next_owner() { return nonce_ + "." + std::to_string(++owner_seq_); }
@@ -271,16 +268,20 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
   }
   acquire_outcome last;
   lost_try lost;
-  bool unknown = false;  // an attempt got no answer: it may have acquired the lease
-  steady::time_point unknown_at{};
+  // This call's owner id may hold the row: a try got no answer (it may have acquired the lease), or
+  // was answered after its lease's loss point (record() refused it). Every try re-sends the owner
+  // id, so a later try may find that row again as its own live lease and use it; a release of it is
+  // therefore only sent once the call is over.
+  bool may_hold = false;
+  steady::time_point may_hold_at{};  // the start of the last such try
   bool done = false;
 
-  // However this call ends without a lease, a lease an unanswered attempt may have taken is freed
-  // (by owner id: it cannot touch anything else).
+  // However this call ends without a lease, a lease this owner id may hold is freed (by owner id:
+  // it cannot touch anything else).
   const at_exit abandon{[&]() noexcept {
-    if (done || !unknown) return;
+    if (done || !may_hold) return;
     try {
-      outbox_.add({{name, owner, 0}, milliseconds(0), {}}, unknown_at + options.ttl + milliseconds(1000));
+      outbox_.add({{name, owner, 0}, milliseconds(0), {}}, may_hold_at + options.ttl + milliseconds(1000));
       renewer_->poke();
     } catch (...) {
     }
@@ -306,8 +307,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     try {
       last = db_->acquire(req);
     } catch (const connection_lost& e) {
-      unknown = true;
-      unknown_at = t0;
+      may_hold = true;
+      may_hold_at = t0;
       last = {};
       events_->emit_error(e, name);
       throw;
@@ -317,9 +318,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     }
     lost.error = nullptr;
     if (!last.acquired) return nullptr;
-    auto h = book_.add({name, owner, last.token}, label_, scope, lease_start(t0, last), options, self);
-    if (!h) {
-      answered_too_late({name, owner, last.token}, options.ttl);
+    auto h = record({name, owner, last.token}, scope, lease_start(t0, last), options, self);
+    if (!h) {  // answered too late: this owner holds the row, freed below unless a later try uses it
+      may_hold = true;
+      may_hold_at = t0;
       last.acquired = false;
       return nullptr;
     }
@@ -417,13 +419,14 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
   const std::string owner = next_owner();
   acquire_outcome last;  // the last refusal seen (a holder and its time left)
   lost_try lost;
-  // Permits whose acquire got no answer: each may have been taken under this call's owner id, and
-  // is freed (by owner id) unless it is the one this call returns.
-  std::vector<std::pair<std::string, steady::time_point>> unknown;
+  // Permits whose acquire got no answer, or was answered after its loss point: each may be held
+  // under this call's owner id, and is freed (by owner id) unless it is the one this call returns
+  // (a later scan may find it again as its own live lease).
+  std::vector<std::pair<std::string, steady::time_point>> may_hold;
   std::string acquired_row;
   const at_exit abandon{[&]() noexcept {
     bool any = false;
-    for (const auto& [row, at] : unknown) {
+    for (const auto& [row, at] : may_hold) {
       if (row == acquired_row) continue;
       try {
         outbox_.add({{row, owner, 0}, milliseconds(0), {}}, at + options.ttl + milliseconds(1000));
@@ -451,7 +454,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       try {
         got = db_->acquire(req);
       } catch (const connection_lost& e) {
-        unknown.emplace_back(row, t0);
+        may_hold.emplace_back(row, t0);
         events_->emit_error(e, row);
         throw;
       } catch (const error& e) {
@@ -463,9 +466,9 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
         if (!got.holder.empty() && (last.holder.empty() || got.time_left < last.time_left)) last = got;
         continue;
       }
-      auto h = book_.add({row, owner, got.token}, label_, scope, lease_start(t0, got), options, self);
-      if (!h) {
-        answered_too_late({row, owner, got.token}, options.ttl);
+      auto h = record({row, owner, got.token}, scope, lease_start(t0, got), options, self);
+      if (!h) {  // answered too late: freed when the call ends, unless a later scan uses it
+        may_hold.emplace_back(row, t0);
         continue;
       }
       h->semaphore = name;
@@ -603,9 +606,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     last = db_->acquire(req);
     if (direct) lost.error = nullptr;
     if (!last.acquired) return nullptr;
-    auto h = book_.add({name, owner, last.token}, label_, scope, lease_start(t1, last), options, self);
-    if (!h) {
-      answered_too_late({name, owner, last.token}, options.ttl);
+    auto h = record({name, owner, last.token}, scope, lease_start(t1, last), options, self);
+    if (!h) {  // answered too late: the next try may use it; `abandon` hands it on otherwise
       last.acquired = false;
       return nullptr;
     }
@@ -821,12 +823,13 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
           reader = db_->live_in_range(lo, hi);
         }
         last_error = nullptr;
-        if (!reader) return w;
+        if (!reader && book_.usable(*w->acq, steady::now())) return w;
       } catch (const connection_lost&) {
         if (!waits) throw;
         last_error = std::current_exception();
       }
-      if (w->acq->lost.load()) {
+      // Lost, or past its loss point (the read answered late): never handed out.
+      if (!book_.usable(*w->acq, steady::now())) {
         throw lease_lost("the write lock of '" + name + "' was lost while its readers drained",
                          std::string(db_->kind()), "", "lease_live_in_range");
       }
@@ -931,8 +934,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
           release_quietly(*h);
           throw;
         }
-        if (!blocked) return h;
-        if (!last_error) release_quietly(*h);  // writer preference: step aside until the writer is gone
+        // Not handed out lost, nor past its loss point (the read answered late): not acquired.
+        if (!blocked && book_.usable(*h->acq, steady::now())) return h;
+        // Writer preference: step aside until the writer is gone.
+        if (!last_error) release_quietly(*h);
       }
       if (!waits || steady::now() >= deadline) return give_up();
       if (!ticket) {
@@ -1018,6 +1023,8 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
       auto matched = db_->renew(batch.items, loss_at);
       if (matched.empty()) fail_lost("was lost: the owner check failed on renew");
       book_.renewed(batch, matched, t0, false, "");
+      // Answered after the deadline thread reported the lease lost: that report stands.
+      if (a.lost.load()) fail_lost("was reported lost before its renewal was answered");
       if (options_.log) {
         log_message(options_, log_level::debug,
                     "renewed '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") for " +

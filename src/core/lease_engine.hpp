@@ -85,9 +85,13 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
 
  private:
   std::string next_owner();
-  /// An acquisition the lease book refused because its answer came at or after its loss point:
-  /// released by owner in the background. Never throws.
-  void answered_too_late(const lease_ref& ref, std::chrono::milliseconds ttl) noexcept;
+  /// book_.add of an acquisition the database granted (its statement began at `started`): its first
+  /// hold, or null (logged) when the answer came at or after the lease's loss point. The caller then
+  /// counts the try as not acquired and frees the row by its owner id once the call ends without a
+  /// lease, as for a try whose answer was lost: a later try of the same call re-sends that owner id
+  /// and may find the row again as its own live lease, so no release of it may be pending meanwhile.
+  std::shared_ptr<lease_state> record(const lease_ref& ref, std::uint64_t scope, steady::time_point started,
+                                      const lease_options& options, const std::shared_ptr<lease_engine>& self);
   /// acquire() in fair mode, past re-entry: take a ticket, poll it (renewing it) until it is the
   /// lowest live one or the lock was handed to it, then take the lock with the same owner id.
   std::shared_ptr<lease_state> acquire_fair(const std::string& name, const lease_options& options,

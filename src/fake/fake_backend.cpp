@@ -35,10 +35,24 @@ void fake_backend::heal(fake_op op) {
   std::lock_guard lk(mu_);
   for (auto* counts : {&lose_, &fail_, &hang_, &conflict_}) counts->erase(op);
   delay_.erase(op);
+  answer_delay_.erase(op);
 }
 void fake_backend::delay(fake_op op, milliseconds d) {
   std::lock_guard lk(mu_);
   delay_[op] = d;
+}
+void fake_backend::delay_answer(fake_op op, milliseconds d) {
+  std::lock_guard lk(mu_);
+  answer_delay_[op] = d;
+}
+milliseconds fake_backend::answer_delay(fake_op op) const {
+  std::lock_guard lk(mu_);
+  milliseconds d{0};
+  for (auto key : {op, fake_op::any}) {
+    if (key == fake_op::any && op == fake_op::read) continue;
+    if (auto it = answer_delay_.find(key); it != answer_delay_.end()) d = std::max(d, it->second);
+  }
+  return d;
 }
 void fake_backend::occupy_lane(milliseconds d) {
   std::lock_guard lk(mu_);
@@ -113,6 +127,7 @@ acquire_outcome fake_backend::acquire(const acquire_request& req) {
   }
   std::this_thread::sleep_until(busy);
   const auto started = steady::now();
+  const auto answer_after = answer_delay(fake_op::acquire);
   const auto f = before(fake_op::acquire, req.deadline);
   if (f == fault::fail || f == fault::hang) no_answer("lease_acquire");
   if (f == fault::conflict) {
@@ -159,12 +174,14 @@ acquire_outcome fake_backend::acquire(const acquire_request& req) {
       out.time_left = std::max(milliseconds(0), ms_between(now, r.expires_at));
     }
   }
+  std::this_thread::sleep_for(answer_after);
   if (f == fault::lose) no_answer("lease_acquire");
   out.started = started;
   return out;
 }
 
 std::vector<std::size_t> fake_backend::renew(std::span<const renew_item> items, steady::time_point deadline) {
+  const auto answer_after = answer_delay(fake_op::renew);
   const auto f = before(fake_op::renew, deadline);
   if (f == fault::fail || f == fault::hang) no_answer("lease_renew");
   std::vector<std::size_t> matched;
@@ -181,11 +198,13 @@ std::vector<std::size_t> fake_backend::renew(std::span<const renew_item> items, 
       matched.push_back(i);
     }
   }
+  std::this_thread::sleep_for(answer_after);
   if (f == fault::lose) no_answer("lease_renew");
   return matched;
 }
 
 release_outcome fake_backend::release(const release_request& req, lane) {
+  const auto answer_after = answer_delay(fake_op::release);
   const auto f = before(fake_op::release, req.deadline);
   if (f == fault::fail || f == fault::hang) no_answer("lease_release");
   if (f == fault::conflict) {
@@ -231,6 +250,7 @@ release_outcome fake_backend::release(const release_request& req, lane) {
     std::lock_guard lk(db_->mu);
     std::erase_if(db_->queue, [&](const auto& e) { return e.second.owner == req.lease.owner; });
   }
+  std::this_thread::sleep_for(answer_after);
   if (f == fault::lose) no_answer("lease_release");
   return released;
 }
@@ -247,6 +267,7 @@ queue_outcome fake_backend::queue_poll(const queue_request& req) {
     return {};  // the lane stayed busy past its bound: nothing sent, poll again
   }
   std::this_thread::sleep_until(busy);
+  const auto answer_after = answer_delay(fake_op::queue);
   const auto f = before(fake_op::queue, req.deadline);
   if (f == fault::fail || f == fault::hang) no_answer("queue_poll");
   if (f == fault::conflict) {
@@ -266,7 +287,10 @@ queue_outcome fake_backend::queue_poll(const queue_request& req) {
         out.seq = seq;
       }
     }
-    if (out.seq == 0 && !req.refresh) return out;  // the ticket is gone
+    if (out.seq == 0 && !req.refresh) {  // the ticket is gone
+      std::this_thread::sleep_for(answer_after);
+      return out;
+    }
     if (out.seq == 0) {
       out.seq = db_->next_seq++;
       db_->queue[out.seq] = {req.name, req.holder, req.owner, req.ttl, now, now + req.ttl};
@@ -281,17 +305,20 @@ queue_outcome fake_backend::queue_poll(const queue_request& req) {
     }
     out.mine = live_holder == req.owner;
   }
+  std::this_thread::sleep_for(answer_after);
   if (f == fault::lose) no_answer("queue_poll");
   return out;
 }
 
 void fake_backend::queue_leave(const std::string& owner, steady::time_point deadline) {
+  const auto answer_after = answer_delay(fake_op::queue);
   const auto f = before(fake_op::queue, deadline);
   if (f == fault::fail || f == fault::hang) no_answer("queue_leave");
   {
     std::lock_guard lk(db_->mu);
     std::erase_if(db_->queue, [&](const auto& e) { return e.second.owner == owner; });
   }
+  std::this_thread::sleep_for(answer_after);
   if (f == fault::lose) no_answer("queue_leave");
 }
 
@@ -333,10 +360,15 @@ lock_info fake_backend::info(const std::string& name, const fake_database::row& 
 }
 
 std::optional<lock_info> fake_backend::inspect(const std::string& name) {
-  std::lock_guard lk(db_->mu);
-  auto it = db_->rows.find(name);
-  if (it == db_->rows.end() || it->second.holder.empty()) return std::nullopt;
-  return info(name, it->second);
+  const auto answer_after = answer_delay(fake_op::read);
+  std::optional<lock_info> out;
+  {
+    std::lock_guard lk(db_->mu);
+    auto it = db_->rows.find(name);
+    if (it != db_->rows.end() && !it->second.holder.empty()) out = info(name, it->second);
+  }
+  std::this_thread::sleep_for(answer_after);
+  return out;
 }
 
 int fake_backend::semaphore_permits(const std::string& name, int permits) {
@@ -355,18 +387,22 @@ std::vector<lock_info> fake_backend::list_locks() {
 }
 
 std::optional<lock_info> fake_backend::live_in_range(const std::string& lo, const std::string& hi) {
-  std::lock_guard lk(db_->mu);
-  const auto now = steady::now();
+  const auto answer_after = answer_delay(fake_op::read);
   std::optional<lock_info> best;
-  steady::time_point best_end{};
-  for (auto it = db_->rows.lower_bound(lo); it != db_->rows.end() && it->first < hi; ++it) {
-    const auto& [name, r] = *it;
-    if (r.holder.empty() || r.expires_at <= now) continue;
-    if (!best || r.expires_at > best_end) {
-      best = info(name, r);
-      best_end = r.expires_at;
+  {
+    std::lock_guard lk(db_->mu);
+    const auto now = steady::now();
+    steady::time_point best_end{};
+    for (auto it = db_->rows.lower_bound(lo); it != db_->rows.end() && it->first < hi; ++it) {
+      const auto& [name, r] = *it;
+      if (r.holder.empty() || r.expires_at <= now) continue;
+      if (!best || r.expires_at > best_end) {
+        best = info(name, r);
+        best_end = r.expires_at;
+      }
     }
   }
+  std::this_thread::sleep_for(answer_after);
   return best;
 }
 

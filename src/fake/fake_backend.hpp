@@ -36,8 +36,9 @@ struct fake_database {
   int schema_version = required_schema_version;
 };
 
-/// Which statements a switch applies to.
-enum class fake_op { acquire, renew, release, queue, any };
+/// Which statements a switch applies to. `any`: the lease statements (acquire, renew, release,
+/// queue); `read`: inspect and live_in_range (only delay_answer applies to them).
+enum class fake_op { acquire, renew, release, queue, any, read };
 
 /// The seam in memory. Switches (thread-safe):
 /// - lose_answers(op, n): the next n statements of op are applied, then throw connection_lost;
@@ -45,10 +46,14 @@ enum class fake_op { acquire, renew, release, queue, any };
 /// - hang(op, n): the next n statements of op block until their deadline, are not applied, and
 ///   throw connection_lost (a partition);
 /// - delay(op, d): every statement of op takes d before it is applied (bounded by its deadline);
+/// - delay_answer(op, d): every statement of op is applied, then its answer takes d, whatever its
+///   deadline (an answer the backend's deadline did not catch: a loaded server answering at the
+///   last moment, the client descheduled between the answer and its use); the delay is taken when
+///   the statement starts, so a heal() during it changes only the statements after;
 /// - conflict(op, n): the next n statements of op (acquire, queue_poll) are not applied and throw serialization_failure
 ///   (the server rolled them back: SERIALIZABLE's 40001, a Galera certification conflict); a
 ///   release throws deadlock_detected (an InnoDB deadlock victim after the backend's reruns);
-/// - heal(op): the pending lose/fail/hang/conflict counts and the delay of op are dropped (the
+/// - heal(op): the pending lose/fail/hang/conflict counts and the delays of op are dropped (the
 ///   database answers normally again);
 /// - occupy_lane(d): the callers' lane stays busy for d from now (other threads' statements ahead
 ///   in the queue): an acquire or a queue poll waits for it until its lane deadline, and answers
@@ -62,6 +67,7 @@ class fake_backend final : public backend {
   void fail(fake_op op, int n);
   void hang(fake_op op, int n);
   void delay(fake_op op, std::chrono::milliseconds d);
+  void delay_answer(fake_op op, std::chrono::milliseconds d);
   void conflict(fake_op op, int n);
   void heal(fake_op op);
   void occupy_lane(std::chrono::milliseconds d);
@@ -88,12 +94,14 @@ class fake_backend final : public backend {
   /// Counts the statement, applies delay, and says which fault (if any) this one gets.
   fault before(fake_op op, steady::time_point deadline);
   [[noreturn]] void no_answer(const char* statement);
+  /// The delay_answer of op (and of `any`, for a lease statement), read when the statement starts.
+  std::chrono::milliseconds answer_delay(fake_op op) const;
   lock_info info(const std::string& name, const fake_database::row& r) const;
 
   std::shared_ptr<fake_database> db_;
   mutable std::mutex mu_;  // the switches and counters
   std::map<fake_op, int> lose_, fail_, hang_, conflict_, counts_;
-  std::map<fake_op, std::chrono::milliseconds> delay_;
+  std::map<fake_op, std::chrono::milliseconds> delay_, answer_delay_;
   steady::time_point lane_busy_until_{};
 };
 

@@ -782,3 +782,226 @@ TEST(Engine, ALeaseWhoseRenewalAnswersAreLostIsReportedLostAtTheLocalDeadline) {
       << std::chrono::duration_cast<std::chrono::milliseconds>(lost - g->acq->valid_until_time()).count()
       << " ms after its local expiry";
 }
+
+// ---- acquisitions answered at or after their loss point (fake_backend::delay_answer) ----
+
+namespace {
+/// The lock row as the fake database has it (holder "" when free).
+d::fake_database::row row_of(const std::shared_ptr<d::fake_database>& db, const std::string& name) {
+  std::lock_guard lk(db->mu);
+  return db->rows[name];
+}
+}  // namespace
+
+// The database grants a 200 ms lease but its answer comes 250 ms after the statement began, past the
+// lease's loss point (190 ms): the lease is not handed to the caller (it would be lost already, and
+// another client may take the name at any moment), nothing is reported for it, and its row is
+// freed. Before the book refused such an acquisition, the lease came back with lost() == false and
+// the row stayed held.
+TEST(EngineLate, ATryAnsweredAfterItsLossPointIsNotAcquiredAndItsRowIsFreed) {
+  engine_fixture f;
+  std::atomic<int> lost_calls{0};
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);
+  auto g = f.try_acquire("n", {.ttl = 200ms, .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; }});
+  EXPECT_FALSE(g) << "a lease answered past its loss point was returned (lost() == " << (g && g->acq->lost.load())
+                  << ")";
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 1);
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return row_of(f.db, "n").holder.empty(); }, 3s))
+      << "the row granted too late stayed held (owner " << row_of(f.db, "n").owner << ")";
+  EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
+}
+
+// The release of a refused row names that acquire call's owner id: when it is answered only after
+// the same client acquired the name again (a new call), it frees nothing of the new lease.
+TEST(EngineLate, TheRefusedRowsLateReleaseNeverFreesTheClientsNextLeaseOfTheName) {
+  engine_fixture f;
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);
+  f.fake->fail(d::fake_op::release, 1000);  // the refused row's release goes unanswered for now
+  EXPECT_FALSE(f.try_acquire("n", {.ttl = 200ms}));
+  f.fake->heal(d::fake_op::acquire);
+  auto g = f.engine->acquire("n", {.ttl = 2s}, 1s, {}, false);  // the refused row expired: a new lease
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->acq->ref.token, 2);
+  f.fake->heal(d::fake_op::release);
+  const int releases = f.fake->count(d::fake_op::release);
+  std::this_thread::sleep_for(800ms);  // the outbox re-sends the refused row's release meanwhile
+  EXPECT_GT(f.fake->count(d::fake_op::release), releases) << "the refused row's release was not re-sent";
+  EXPECT_EQ(row_of(f.db, "n").owner, g->acq->ref.owner);
+  EXPECT_FALSE(g->acq->lost.load());
+  EXPECT_NO_THROW(f.engine->release(*g));
+}
+
+// Re-entry (this scope holds a live lease of the name) sends no acquire at all, however slowly the
+// database would answer one: the new hold shares the outer acquisition, and dropping it leaves the
+// outer hold and its row alone. Another thread of a per-thread client asks the database, which
+// refuses it (another owner holds the row), slow answer or not: the holder keeps the name.
+TEST(EngineLate, AReentrantAcquireSendsNoAcquireAndLeavesTheOuterHoldIntact) {
+  engine_fixture f;
+  auto outer = f.try_acquire("n", {.ttl = 2s});
+  ASSERT_TRUE(outer);
+  f.fake->delay_answer(d::fake_op::acquire, 300ms);
+  const auto t = steady::now();
+  auto inner = f.try_acquire("n", {.ttl = 200ms});
+  ASSERT_TRUE(inner);
+  EXPECT_LT(steady::now() - t, 100ms);
+  EXPECT_EQ(inner->hold_count, 2);
+  EXPECT_EQ(inner->acq, outer->acq);
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 1);
+  f.engine->release(*inner);
+  EXPECT_EQ(f.fake->count(d::fake_op::release), 0);
+  EXPECT_EQ(row_of(f.db, "n").owner, outer->acq->ref.owner);
+
+  engine_fixture p({.scope = sqllock::holder_scope::per_thread});
+  auto mine = p.try_acquire("m", {.ttl = 2s});
+  ASSERT_TRUE(mine);
+  p.fake->delay_answer(d::fake_op::acquire, 300ms);
+  std::shared_ptr<d::lease_state> other;
+  std::thread([&] { other = p.try_acquire("m", {.ttl = 200ms}); }).join();
+  EXPECT_FALSE(other);
+  std::this_thread::sleep_for(100ms);  // any release the refusal queued has run by now
+  EXPECT_EQ(row_of(p.db, "m").owner, mine->acq->ref.owner);
+  EXPECT_FALSE(mine->acq->lost.load());
+  EXPECT_EQ(row_of(p.db, "m").token, mine->acq->ref.token);
+}
+
+// A re-entry that must extend the lease (auto_renew off, a longer TTL) renews it once; when that
+// renewal is answered after the lease was reported lost, the new hold is not handed out lost: the
+// acquire fails with lease_lost, as one started past the loss point does, and the outer hold's
+// count is back to one.
+TEST(EngineLate, AReentryWhoseExtensionIsAnsweredAfterTheLeaseWasLostIsNotHandedOut) {
+  engine_fixture f;
+  std::atomic<int> lost_calls{0};
+  auto outer = f.try_acquire("n", {.ttl = 300ms, .auto_renew = false,
+                                   .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; }});
+  ASSERT_TRUE(outer);
+  f.fake->delay_answer(d::fake_op::renew, 400ms);  // past the outer lease's loss point (285 ms)
+  std::shared_ptr<d::lease_state> inner;
+  try {
+    inner = f.try_acquire("n", {.ttl = 2s, .auto_renew = false});
+  } catch (const sqllock::lease_lost&) {
+  }
+  EXPECT_EQ(f.fake->count(d::fake_op::renew), 1);
+  EXPECT_FALSE(inner) << "a re-entered hold came back with lost() == " << (inner && inner->acq->lost.load());
+  EXPECT_EQ(lost_calls.load(), 1);  // the outer lease, which its holder saw
+  std::lock_guard lk(f.db->mu);
+  EXPECT_EQ(f.db->rows["n"].owner, outer->acq->ref.owner);  // nothing freed it under the outer hold
+}
+
+// One waiting acquire re-sends the same owner id on every try. A try answered past its loss point
+// is refused; if the next try of the same call finds the row still its own live lease (the release
+// of the refused one went unanswered), that lease is valid and handed out, and nothing may release
+// it afterwards: a release of the refused acquisition queued by owner id would free it under its
+// holder once the server answers again.
+TEST(EngineLate, AWaiterThatFindsItsRefusedRowAgainKeepsTheLeaseItIsHanded) {
+  engine_fixture f;
+  f.fake->delay(d::fake_op::acquire, 200ms);         // applied 200 ms into the statement: ends at 600 ms
+  f.fake->delay_answer(d::fake_op::acquire, 190ms);  // answered at 390 ms, past the loss point (380 ms)
+  f.fake->fail(d::fake_op::release, 1000);           // releases get no answer for now
+  std::shared_ptr<d::lease_state> g;
+  std::thread waiter([&] { g = f.engine->acquire("n", {.ttl = 400ms}, 2s, {}, false); });
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return f.fake->count(d::fake_op::acquire) >= 1; }, 1s));
+  f.fake->heal(d::fake_op::acquire);  // the tries after the first answer at once
+  waiter.join();
+  ASSERT_TRUE(g);
+  EXPECT_GE(f.fake->count(d::fake_op::acquire), 2);
+  f.fake->heal(d::fake_op::release);
+  std::this_thread::sleep_for(1200ms);  // the outbox's re-sends (250 ms, 500 ms back-off) have run
+  EXPECT_FALSE(g->acq->lost.load()) << "the lease handed out was lost";
+  EXPECT_EQ(row_of(f.db, "n").owner, g->acq->ref.owner) << "the lease handed out was freed under its holder";
+  EXPECT_NO_THROW(f.engine->release(*g));
+  EXPECT_TRUE(row_of(f.db, "n").holder.empty());
+}
+
+// A semaphore's single try: every permit it is granted too late is refused, and each such row is
+// freed (by this call's owner id), none left held.
+TEST(EngineLate, PermitsGrantedTooLateAreNotAcquiredAndAllFreed) {
+  engine_fixture f;
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);
+  auto g = f.engine->acquire_permit("s", 2, {.ttl = 200ms}, 0ms, {}, false);
+  EXPECT_FALSE(g);
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 2);
+  for (int slot : {0, 1}) {
+    const auto row = d::permit_row_name("s", slot);
+    EXPECT_TRUE(sqllock_testing::eventually([&] { return row_of(f.db, row).holder.empty(); }, 3s)) << "permit " << slot << " stayed held";
+  }
+  f.fake->heal(d::fake_op::acquire);
+  auto h = f.engine->acquire_permit("s", 2, {.ttl = 2s}, 0ms, {}, false);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->hold_count, 1);
+}
+
+// Reader-writer leases take their row through the same checked path, then read the other side;
+// when that read is answered after the lease's loss point (renewals answered as late), the lease
+// is not handed out lost: a reader steps aside (not acquired), a writer fails as one lost while
+// its readers drained. Either way its row is freed.
+TEST(EngineLate, ReadWriteLeasesWhoseCheckIsAnsweredAfterTheirLossAreNotHandedOut) {
+  engine_fixture f;
+  f.fake->delay_answer(d::fake_op::read, 400ms);
+  f.fake->delay_answer(d::fake_op::renew, 400ms);
+  std::shared_ptr<d::lease_state> r;
+  EXPECT_NO_THROW(r = f.engine->acquire_read("rw", {.ttl = 300ms}, 0ms, {}, false));
+  EXPECT_FALSE(r) << "a read lease came back with lost() == " << (r && r->acq->lost.load());
+  std::shared_ptr<d::lease_state> w;
+  try {
+    w = f.engine->acquire_write("rw", {.ttl = 300ms}, 0ms, {}, false);
+  } catch (const sqllock::lease_lost&) {
+  }
+  EXPECT_FALSE(w) << "a write lease came back with lost() == " << (w && w->acq->lost.load());
+  f.fake->heal(d::fake_op::renew);
+  f.fake->heal(d::fake_op::read);
+  std::lock_guard lk(f.db->mu);
+  for (const auto& [name, row] : f.db->rows) {
+    if (name.find("rwlock") != std::string::npos && !row.holder.empty())
+      ADD_FAILURE() << "row " << name << " stayed held";
+  }
+}
+
+// A fair lock handed over to a waiter whose acquire is then answered past its loss point: the
+// waiter does not get it, and when that waiter leaves (here: cancelled) the lock goes on to the next
+// ticket in the same statement; the queue does not stall and keeps no ticket of the one that left.
+TEST(EngineLate, AFairHandOverAnsweredTooLateIsPassedOnAndTheQueueMovesOn) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto ec = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  std::stop_source stop_b;
+  std::atomic<bool> refused{false};
+  sqllock::client_options ob;
+  ob.log = [&](sqllock::log_level, std::string_view m) {
+    if (m.find("loss point") != std::string_view::npos) {
+      refused = true;
+      stop_b.request_stop();
+    }
+  };
+  auto bb = std::make_unique<d::fake_backend>(db);
+  auto* fb = bb.get();
+  auto eb = std::make_shared<d::lease_engine>(std::move(bb), ob);
+  auto held = ea->acquire("n", fair_opts(400ms), 0ms, {}, false);
+  ASSERT_TRUE(held);
+  auto b_opts = fair_opts(400ms);
+  b_opts.ttl = 400ms;
+  fb->delay(d::fake_op::acquire, 200ms);         // B's acquire is applied 200 ms in (the row ends at 600 ms)
+  fb->delay_answer(d::fake_op::acquire, 190ms);  // and answered at 390 ms: past its loss point (380 ms)
+  std::atomic<bool> b_cancelled{false};
+  std::jthread b([&] {
+    try {
+      (void)eb->acquire("n", b_opts, 5s, stop_b.get_token(), true);
+    } catch (const sqllock::cancelled&) {
+      b_cancelled = true;
+    }
+  });
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return eb->db().list_queue().size() == 1; }, 2s));
+  std::shared_ptr<d::lease_state> c_got;
+  std::jthread c([&] { c_got = ec->acquire("n", fair_opts(400ms), 5s, {}, false); });
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return ec->db().list_queue().size() == 2; }, 2s));
+  ea->release(*held);  // handed to B (first in line)
+  b.join();
+  c.join();
+  EXPECT_TRUE(refused.load()) << "B's acquire was not answered too late";
+  EXPECT_TRUE(b_cancelled.load());
+  ASSERT_TRUE(c_got) << "the queue stalled behind the refused hand-over";
+  EXPECT_EQ(c_got->acq->ref.token, held->acq->ref.token + 2);  // handed to B, then on to C
+  ec->release(*c_got);
+  std::lock_guard lk(db->mu);
+  EXPECT_TRUE(db->rows["n"].holder.empty());
+  for (const auto& [seq, t] : db->queue) EXPECT_EQ(t.owner, held->acq->ref.owner) << "a ticket stayed";
+}

@@ -566,3 +566,32 @@ TEST(EventsCost, WithoutAHookAcquireAndReleaseCostWhatTheyCostBefore) {
               alloc_without, ns_without, alloc_with, ns_with);
 }
 #endif
+
+// An acquisition answered after its lease's loss point is never the caller's: no event of it, no
+// on_lost / on_at_risk, no renewal and no hold left behind; the log says why. A single try and a
+// waiter (its later tries refused too, until its deadline) alike; the client then acquires the
+// name afresh (a new acquisition, one hold).
+TEST(Events, AnAcquisitionAnsweredAfterItsLossPointReportsNothingAndLeavesNothingBehind) {
+  events_fixture f;
+  std::atomic<int> callbacks{0};
+  sqllock::lease_options o{.ttl = 200ms,
+                           .on_lost = [&](const std::string&, std::int64_t) { ++callbacks; },
+                           .on_at_risk = [&](const std::string&, std::int64_t) { ++callbacks; }};
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);
+  EXPECT_FALSE(f.engine->acquire("job", o, 0ms, {}, false));
+  EXPECT_FALSE(f.engine->acquire("job", o, 400ms, {}, false));
+  std::this_thread::sleep_for(250ms);  // past every refused lease's renewal, risk and loss points
+  EXPECT_EQ(f.rec.kinds(), std::vector<event_kind>{});
+  EXPECT_EQ(callbacks.load(), 0);
+  EXPECT_EQ(f.fake->count(d::fake_op::renew), 0);
+  EXPECT_TRUE(f.logged("answered after its lease's loss point"));
+  f.fake->heal(d::fake_op::acquire);
+  std::shared_ptr<d::lease_state> g;
+  const auto until = steady::now() + 3s;  // the refused rows are freed in the background
+  while (!(g = f.engine->acquire("job", {.ttl = 2s}, 0ms, {}, false)) && steady::now() < until)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->hold_count, 1);
+  EXPECT_EQ(f.rec.kinds(), std::vector{event_kind::acquired});
+  f.engine->release(*g);
+}

@@ -109,6 +109,13 @@ struct row_state {
 };
 row_state parse_state(const std::string& s) {
   row_state r;
+  // No row yet: the name was never acquired, so it counts as free with token 0 (the first
+  // acquisition inserts token 1). Releases from there are counted like any others: a waiter that
+  // first looked before the row existed and next after several hand-overs is woken once for each.
+  if (s == "none") {
+    r.ok = true;
+    return r;
+  }
   const auto sp = s.find(' ');
   if (sp == std::string::npos) return r;
   try {

@@ -556,8 +556,12 @@ int run_run(const common_options& common, const run_options& run_flags) {
     enum class stop_reason { none, lost, not_renewed, max_hold };
     stop_reason stopped_for = stop_reason::none;
     std::optional<int> status;
-    steady::time_point status_at{};         // when run learnt that CMD had exited
-    bool max_hold_stopped_command = false;  // --max-hold came while CMD itself still ran
+    // The supervisor's SIGTERM or SIGKILL reached CMD before CMD had exited (its report of the
+    // exit says so): with --max-hold, the stop ended CMD, not CMD itself. When run learnt of the
+    // exit does not tell: run may read a CMD's own exit only after hold_end (a loaded machine), and
+    // the supervisor may stop CMD on its own at hold_end before run's check.
+    bool command_stopped = false;
+    bool max_hold_announced = false;        // run said it stops CMD for --max-hold
     bool resume_pending = false;            // CMD was stopped at the terminal and sqllock continued
     bool resume_foreground = false;         // ... in the foreground: CMD gets the terminal back
     steady::time_point kill_at = steady::time_point::max();
@@ -581,19 +585,19 @@ int run_run(const common_options& common, const run_options& run_flags) {
           // is killed without being continued first.
           const bool renewed = !lost.load() && now < guard->valid_until() - timing.kill_margin - timing.term_lead;
           stopped_for = now >= hold_end && renewed ? stop_reason::max_hold : stop_reason::not_renewed;
-          // CMD still ran at hold_end, or its exit came after it: the supervisor stops CMD on its
-          // own at the published lease end, which with --max-hold is hold_end at the earliest
-          // (term_lead <= grace), so at hold_end both may start the stop, and CMD's exit can be
-          // read before this check.
-          max_hold_stopped_command = stopped_for == stop_reason::max_hold && (!status || status_at >= hold_end);
           kill_at = std::min(now + options.grace, kill_by);
           const auto left = std::max(std::chrono::duration_cast<std::chrono::milliseconds>(kill_at - now),
                                      std::chrono::milliseconds(0));
-          print_error("lease on " + shown + " (fence " + fence + ") " +
-                      (stopped_for == stop_reason::max_hold
-                           ? "was held for --max-hold " + human_duration(options.max_hold)
-                           : std::string("was not renewed in time and may expire")) +
-                      ": sending SIGTERM to the command, SIGKILL in " + human_duration(left));
+          // With --max-hold after CMD's exit was read, CMD is not stopped: say nothing (what it left
+          // running is stopped as after any exit).
+          if (stopped_for != stop_reason::max_hold || !status) {
+            max_hold_announced = stopped_for == stop_reason::max_hold;
+            print_error("lease on " + shown + " (fence " + fence + ") " +
+                        (stopped_for == stop_reason::max_hold
+                             ? "was held for --max-hold " + human_duration(options.max_hold)
+                             : std::string("was not renewed in time and may expire")) +
+                        ": sending SIGTERM to the command, SIGKILL in " + human_duration(left));
+          }
         }
         if (stopped_for != stop_reason::none) {
           // SIGTERM and SIGCONT to all, SIGKILL at kill_at, from the supervisor (on its own clock,
@@ -641,7 +645,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
           }
         } else if (event.what == supervisor_event::kind::exited) {
           status = event.value;
-          status_at = steady::now();
+          command_stopped = event.stopped;
           if (take_terminal) set_terminal_foreground(::getpgrp());
         }
       }
@@ -660,7 +664,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
       ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)
     }
 
-    if (max_hold_stopped_command) {
+    if (stopped_for == stop_reason::max_hold && command_stopped) {
       // Still ours (unless lost since): release it now that nothing CMD started is left.
       try {
         guard->release();
@@ -682,6 +686,11 @@ int run_run(const common_options& common, const run_options& run_flags) {
       return exit_code::lease_lost;
     }
     const int cmd_code = wait_failed ? exit_code::software : exit_code_of(*status);
+    if (max_hold_announced) {
+      // CMD's exit was read only after --max-hold, but nothing had stopped CMD: it ended by itself.
+      print_error("the command had ended by itself before it was stopped; its exit code " + std::to_string(cmd_code) +
+                  " is passed on");
+    }
     try {
       guard->release();
     } catch (const sqllock::lease_lost& e) {

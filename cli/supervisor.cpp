@@ -43,7 +43,9 @@ struct event_message {
 constexpr std::int32_t msg_started = 1;      // value: CMD's pid (and process group)
 constexpr std::int32_t msg_exec_failed = 2;  // value: errno
 constexpr std::int32_t msg_stopped = 3;      // value: signal
-constexpr std::int32_t msg_exited = 4;       // value: wait status
+constexpr std::int32_t msg_exited = 4;       // value: wait status; CMD ended by itself
+/// value: wait status; CMD ended after this supervisor had sent it SIGTERM or SIGKILL (a stop)
+constexpr std::int32_t msg_exited_stopped = 5;
 
 /// run -> supervisor.
 struct control_message {
@@ -181,10 +183,22 @@ void for_each_entry(const char* dir, F f) {
   ::close(fd);
 }
 
+/// Whether the child `pid` (not reaped yet) has not exited. WNOWAIT leaves an exited child a
+/// zombie, so its pid cannot be reused before reap() collects it.
+bool not_exited(pid_t pid) {
+  for (;;) {
+    siginfo_t info{};
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0) return info.si_pid == 0;
+    if (errno != EINTR) return false;
+  }
+}
+
 /// Send `signo` to every descendant of this process. As a subreaper it is the ancestor of all
 /// that CMD started and that still runs, whatever process group or session they moved to.
-/// Returns how many were signalled.
-std::size_t signal_descendants(int signo) {
+/// `command` (CMD's pid while not reaped, else -1): `command_hit` is set when `signo` went to CMD
+/// while it had not exited, checked just before the kill (a CMD that ended by itself and waits to
+/// be reaped, a zombie, does not count). Returns how many were signalled.
+std::size_t signal_descendants(int signo, pid_t command = -1, bool* command_hit = nullptr) {
   std::size_t count = 0;
   for_each_entry("/proc", [&](const char* name, int) {
     if (count >= max_processes || !all_digits(name)) return;
@@ -208,6 +222,7 @@ std::size_t signal_descendants(int signo) {
       if (mine) {
         scan_mine[i] = true;
         grew = true;
+        if (command_hit != nullptr && scan_pid[i] == command && not_exited(command)) *command_hit = true;
         ::kill(scan_pid[i], signo);
         ++signalled;
       }
@@ -221,9 +236,10 @@ void send_event(const supervisor_context& c, std::int32_t kind, std::int32_t val
   write_all(c.status_write, &m, sizeof m);  // SIGPIPE is ignored: run may be gone
 }
 
-/// Reap every child that has changed state; report CMD's stops and exit. False when no child is
-/// left (ECHILD).
-bool reap(const supervisor_context& c, pid_t command, bool& command_done) {
+/// Reap every child that has changed state; report CMD's stops and exit (`command_stopped`: this
+/// supervisor had sent CMD SIGTERM or SIGKILL before it exited). False when no child is left
+/// (ECHILD).
+bool reap(const supervisor_context& c, pid_t command, bool& command_done, bool command_stopped) {
   for (;;) {
     int status = 0;
     const pid_t r = ::waitpid(-1, &status, WNOHANG | WUNTRACED);
@@ -235,7 +251,7 @@ bool reap(const supervisor_context& c, pid_t command, bool& command_done) {
       send_event(c, msg_stopped, WSTOPSIG(status));
     } else if (!command_done) {
       command_done = true;
-      send_event(c, msg_exited, status);
+      send_event(c, command_stopped ? msg_exited_stopped : msg_exited, status);
     }
   }
 }
@@ -337,6 +353,10 @@ extern "C" void on_supervisor_relay(int signo) {
     if (c.default_in_command[s]) sigdelset(&wait_mask, s);  // relayed to run
   }
   bool command_done = false;
+  // SIGTERM or SIGKILL went to CMD while it had not exited (whoever asked for the stop: run, the
+  // lease's deadline, run's death). A signal run forwards (ctl_signal) is the user's, not a stop.
+  bool command_stopped = false;
+  auto stop_signal = [&](int signo) { signal_descendants(signo, command_done ? -1 : command, &command_stopped); };
   bool stopping = false;
   std::int64_t kill_at = INT64_MAX;
   int control = c.control_read;
@@ -347,7 +367,7 @@ extern "C" void on_supervisor_relay(int signo) {
     // Past the SIGKILL deadline already (run resumed after the lease ran out): no SIGTERM and above
     // all no SIGCONT, which would let a stopped CMD run again; the SIGKILL loop below follows.
     if (now_ns() >= kill_at) return;
-    signal_descendants(SIGTERM);
+    stop_signal(SIGTERM);
     signal_descendants(SIGCONT);  // a stopped process must be able to act on SIGTERM
   };
   auto deadline_from_lease = [&]() {
@@ -356,13 +376,13 @@ extern "C" void on_supervisor_relay(int signo) {
                     c.shared->valid_until_ns.load(std::memory_order_acquire) - c.kill_margin_ns);
   };
   for (;;) {
-    if (!reap(c, command, command_done)) ::_exit(0);  // no child left: everything is gone
+    if (!reap(c, command, command_done, command_stopped)) ::_exit(0);  // no child left: everything is gone
     if (command_done) begin_stop(deadline_from_lease());  // what CMD left behind
     if (stopping && now_ns() >= kill_at) {
       // SIGKILL until no descendant is left (one may have forked while we scanned).
       for (;;) {
-        signal_descendants(SIGKILL);
-        if (!reap(c, command, command_done)) ::_exit(0);
+        stop_signal(SIGKILL);
+        if (!reap(c, command, command_done, command_stopped)) ::_exit(0);
         const timespec pause{0, 2'000'000};
         ::nanosleep(&pause, nullptr);
       }
@@ -390,7 +410,7 @@ extern "C" void on_supervisor_relay(int signo) {
         // Only while CMD is not reaped: until this process (its parent) reaps it, its pid, and so
         // its process group id, cannot be reused. Once CMD is reaped, what is left of its group is
         // stopped by begin_stop above, and a signal to -command could reach an unrelated group.
-        reap(c, command, command_done);
+        reap(c, command, command_done, command_stopped);
         if (!command_done) ::kill(-command, static_cast<int>(m.value));
       }
     } else {
@@ -487,7 +507,8 @@ supervisor_event supervisor::read_event() {
   event_message m{};
   if (read_all(status_read_, &m, sizeof m) != sizeof m) return {supervisor_event::kind::closed, 0};
   if (m.kind == msg_stopped) return {supervisor_event::kind::stopped, m.value};
-  if (m.kind == msg_exited) return {supervisor_event::kind::exited, m.value};
+  if (m.kind == msg_exited) return {supervisor_event::kind::exited, m.value, false};
+  if (m.kind == msg_exited_stopped) return {supervisor_event::kind::exited, m.value, true};
   return {supervisor_event::kind::closed, 0};
 }
 

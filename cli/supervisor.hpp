@@ -3,8 +3,9 @@
 //
 // `sqllock run` forks the supervisor; the supervisor becomes a child subreaper (every orphaned
 // descendant of CMD, also one that left CMD's process group or session, is re-parented to it) and
-// forks CMD in a process group of its own. It reports CMD's start, stops and exit on a pipe, and
-// stops every descendant (SIGTERM, SIGCONT, then SIGKILL until none is left) when
+// forks CMD in a process group of its own. It reports CMD's start, stops and exit (with whether its
+// own SIGTERM/SIGKILL reached CMD before CMD had exited) on a pipe, and stops every descendant
+// (SIGTERM, SIGCONT, then SIGKILL until none is left) when
 //  - `sqllock run` asks for it (lease lost or about to expire), with a SIGKILL deadline;
 //  - `sqllock run` dies: the supervisor sees end-of-file on a pipe whose write end only `run`
 //    holds, and kills by the last lease deadline `run` published in shared memory;
@@ -42,6 +43,10 @@ struct supervisor_spec {
 struct supervisor_event {
   enum class kind { stopped, exited, closed } what = kind::closed;
   int value = 0;  ///< stopped: the signal; exited: CMD's wait status
+  /// exited: CMD had not exited when the supervisor sent it SIGTERM or SIGKILL (stop_all, the
+  /// lease's deadline, run's death), so the stop ended it; false when CMD ended by itself, also
+  /// by a signal from anyone else (signal_command included).
+  bool stopped = false;
 };
 
 class supervisor {

@@ -110,6 +110,39 @@ TEST_F(cli_hold, max_hold_reached_while_leftovers_of_an_ended_command_stop_keeps
   EXPECT_EQ(held_count(), 0u);
 }
 
+TEST_F(cli_hold, max_hold_passing_before_run_learns_of_a_command_s_own_exit_keeps_its_exit_code) {
+  // The reverse race of --max-hold: CMD exits 3 by itself before --max-hold is reached, but run and
+  // the supervisor learn of the exit only after it (a loaded machine delays their wake-ups). Here
+  // the delay is made certain: just before it exits, CMD stops (SIGSTOP) its parent, the
+  // supervisor, and run, the supervisor's parent; the test continues run well past --max-hold (run
+  // then asks for the stop), and the supervisor after that. Nothing stopped CMD: its own code is
+  // passed on, not 76.
+  auto p = start(run_args("job", {"--ttl", "30s", "--grace", "500ms", "--max-hold", "1s"},
+                          "sup=$PPID; run=$(cut -d' ' -f4 /proc/$sup/stat); kill -STOP $run $sup; echo $run $sup > " +
+                              path("stopped") + "; exit 3"));
+  ASSERT_TRUE(wait_for_file(path("stopped")));
+  std::istringstream pids(read_file(path("stopped")));
+  pid_t run = 0, supervisor = 0;
+  pids >> run >> supervisor;
+  struct continuer {  // never leave the supervisor stopped, whatever fails
+    pid_t pid;
+    ~continuer() {
+      if (pid > 0) ::kill(pid, SIGCONT);
+    }
+  } continue_supervisor{supervisor};
+  ASSERT_EQ(run, p->pid()) << "CMD stopped some other process";
+  // --max-hold counts from the acquisition, which came before CMD started: past it by now.
+  std::this_thread::sleep_for(1300ms);
+  ::kill(run, SIGCONT);
+  std::this_thread::sleep_for(100ms);
+  ::kill(supervisor, SIGCONT);
+  const auto r = p->wait(10s);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_EQ(r.err.find("the command was stopped"), std::string::npos) << r.err;
+  EXPECT_EQ(held_count(), 0u);
+  EXPECT_EQ(sqllock(run_args("job", {"--wait", "0s"}, "true")).exit_code, 0);
+}
+
 TEST_F(cli_hold, max_hold_with_a_ttl_shorter_than_it_keeps_renewing_until_then) {
   // TTL 1s, --max-hold 3s: the lease is renewed past its first TTL, then CMD is stopped at 3s.
   auto p = start(run_args("job", {"--ttl", "1s", "--grace", "300ms", "--max-hold", "3s"},

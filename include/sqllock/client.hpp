@@ -211,13 +211,15 @@ class SQLLOCK_EXPORT lease_guard {
   explicit operator bool() const noexcept { return owns(); }
 
   /// Renew now (the watchdog does this on its own). Throws lease_lost when the owner check fails,
-  /// or when the database cannot be reached (after one retry on a fresh connection) and the lease
-  /// has run out by the client's conservative clock; connection_lost while it may still be held.
+  /// when the lease was already reported lost before the renewal's answer came, or when the
+  /// database cannot be reached (after one retry on a fresh connection) and the lease has run out
+  /// by the client's conservative clock; connection_lost while it may still be held.
   void renew();
   /// Release this hold now; the last hold of an acquisition frees the lock row (or, with min_hold,
   /// shortens it). Throws lease_lost if the owner check fails (the lease was taken over), and
   /// connection_lost when the answer was lost (the client sends it again in the background until
-  /// the database answers or the lease has expired). The guard is finished either way; calling
+  /// the database answers or the lease has expired; so it does after a release the server rolled
+  /// back, a deadlock victim or serialization failure, which is thrown as such). The guard is finished either way; calling
   /// release() on a finished or empty guard does nothing.
   void release();
   /// release(), waiting at most `bound` (at least 250 ms) for the database's answer: unanswered, it

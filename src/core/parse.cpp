@@ -18,15 +18,16 @@ bool is_ident_start(char c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <=
 bool is_ident_char(char c) { return is_ident_start(c) || (c >= '0' && c <= '9'); }
 
 // User text with the password of any URL inside it masked: for every "://", the part between the
-// first ':' and the last '@' of the authority that follows becomes "***" (a parameter name can
-// hold a whole URL pasted by mistake, e.g. "sqlite:db?x postgresql://app:secret@host/app").
+// first ':' after it and the last '@' of the text becomes "***" (a parameter name can hold a whole
+// URL pasted by mistake, e.g. "sqlite:db?x postgresql://app:secret@host/app"). Not only up to the
+// authority's end at '/', '?' or '#': the parser reads passwords holding those ("hun/ter2"), so
+// masking may take more than the password, never less.
 std::string without_embedded_passwords(std::string_view s) {
   std::string out(s);
   for (auto scheme = out.find("://"); scheme != std::string::npos; scheme = out.find("://", scheme + 3)) {
     const auto auth = scheme + 3;
-    auto auth_end = out.find_first_of("/?#", auth);
-    if (auth_end == std::string::npos) auth_end = out.size();
-    const auto at = out.rfind('@', auth_end == 0 ? 0 : auth_end - 1);
+    if (auth >= out.size()) break;
+    const auto at = out.rfind('@');
     if (at == std::string::npos || at < auth) continue;
     const auto colon = out.find(':', auth);
     if (colon == std::string::npos || colon > at) continue;

@@ -798,7 +798,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
   if (!w) return nullptr;
   w->rw_name = name;
   w->rw_side = 'w';
-  if (w->hold_count > 1) return w;  // re-entered: the readers were drained when it was first taken
+  // Re-entered after its readers drained: nothing to wait for. Re-entered while the first hold's
+  // thread (a per_client scope) still waits for them: this hold waits for them too, or a reader
+  // and a writer would both hold.
+  if (w->hold_count > 1 && w->acq->drained.load()) return w;
 
   // The writer row is ours (and keeps new readers away); wait for the readers that came before.
   auto [lo, hi] = rw_reader_range(name);
@@ -823,7 +826,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
           reader = db_->live_in_range(lo, hi);
         }
         last_error = nullptr;
-        if (!reader && book_.usable(*w->acq, steady::now())) return w;
+        if (!reader && book_.usable(*w->acq, steady::now())) {
+          w->acq->drained.store(true);
+          return w;
+        }
       } catch (const connection_lost&) {
         if (!waits) throw;
         last_error = std::current_exception();

@@ -1011,3 +1011,39 @@ TEST(EngineLate, AFairHandOverAnsweredTooLateIsPassedOnAndTheQueueMovesOn) {
   EXPECT_TRUE(db->rows["n"].holder.empty());
   for (const auto& [seq, t] : db->queue) EXPECT_EQ(t.owner, held->acq->ref.owner) << "a ticket stayed";
 }
+
+// ---- adversarial review (h51) ----
+
+// A per_client client shares its write lock among its threads. While one thread's acquire_write
+// holds the writer row but still waits for another client's reader to drain, a second thread's
+// acquire_write must not re-enter that write lock: nobody holds it yet, a reader does.
+TEST(EngineAttack, AWriteLockStillDrainingItsReadersIsNotReenteredByAnotherThread) {
+  auto db = std::make_shared<d::fake_database>();
+  auto reader_engine = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  sqllock::client_options shared;
+  shared.scope = sqllock::holder_scope::per_client;
+  auto writer_engine = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), shared);
+  auto r = reader_engine->acquire_read("rw", {.ttl = 30s}, 0ms, {}, false);
+  ASSERT_TRUE(r);
+  std::atomic<bool> first_done{false};
+  std::jthread first([&] {
+    try {
+      (void)writer_engine->acquire_write("rw", {.ttl = 30s}, 400ms, {}, false);
+    } catch (...) {
+    }
+    first_done = true;
+  });
+  // The first writer holds the writer row and drains.
+  ASSERT_TRUE(sqllock_testing::eventually(
+      [&] { return !row_of(db, d::rw_writer_row("rw")).holder.empty(); }, 2s));
+  std::shared_ptr<d::lease_state> second;
+  try {
+    second = writer_engine->acquire_write("rw", {.ttl = 30s}, 0ms, {}, false);
+  } catch (const std::exception&) {
+  }
+  EXPECT_FALSE(second) << "a second thread was handed the write lock while another client's read lock is live"
+                       << " (hold_count " << (second ? second->hold_count : 0) << ")";
+  if (second) writer_engine->release(*second);
+  first.join();
+  reader_engine->release(*r);
+}

@@ -1047,3 +1047,23 @@ TEST(EngineAttack, AWriteLockStillDrainingItsReadersIsNotReenteredByAnotherThrea
   first.join();
   reader_engine->release(*r);
 }
+
+// A waiting permit acquire whose first scan is granted its only permit too late finds that row
+// again as its own live lease on the next scan and is handed it: the refused try's release (by
+// this call's owner id, sent when the call ends) must skip the permit it returns.
+TEST(EngineAttack, APermitWaiterThatFindsItsRefusedPermitAgainKeepsIt) {
+  engine_fixture f;
+  f.fake->delay(d::fake_op::acquire, 200ms);         // applied 200 ms in: the row ends at 600 ms
+  f.fake->delay_answer(d::fake_op::acquire, 190ms);  // answered at 390 ms, past the loss point (380 ms)
+  std::shared_ptr<d::lease_state> g;
+  std::thread waiter([&] { g = f.engine->acquire_permit("s", 1, {.ttl = 400ms}, 2s, {}, false); });
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return f.fake->count(d::fake_op::acquire) >= 1; }, 1s));
+  f.fake->heal(d::fake_op::acquire);
+  waiter.join();
+  ASSERT_TRUE(g);
+  const auto row = d::permit_row_name("s", 0);
+  std::this_thread::sleep_for(300ms);  // any release queued by the call has run by now
+  EXPECT_FALSE(g->acq->lost.load()) << "the permit handed out was lost";
+  EXPECT_EQ(row_of(f.db, row).owner, g->acq->ref.owner) << "the permit handed out was freed under its holder";
+  EXPECT_NO_THROW(f.engine->release(*g));
+}

@@ -1067,3 +1067,46 @@ TEST(EngineAttack, APermitWaiterThatFindsItsRefusedPermitAgainKeepsIt) {
   EXPECT_EQ(row_of(f.db, row).owner, g->acq->ref.owner) << "the permit handed out was freed under its holder";
   EXPECT_NO_THROW(f.engine->release(*g));
 }
+
+// The reader's side of the same race: a reader stores its row, then checks the writer row. While
+// one thread of a per_client client is between the two (here its check is slow), another thread's
+// acquire_read must not re-enter that reader row as a read lock: another client holds the write
+// lock, and the first thread's check is about to find it.
+TEST(EngineAttack, AReadLockStillCheckingForAWriterIsNotReenteredByAnotherThread) {
+  auto db = std::make_shared<d::fake_database>();
+  auto writer_engine = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  sqllock::client_options shared;
+  shared.scope = sqllock::holder_scope::per_client;
+  auto rb = std::make_unique<d::fake_backend>(db);
+  auto* rfake = rb.get();
+  auto reader_engine = std::make_shared<d::lease_engine>(std::move(rb), shared);
+  auto w = writer_engine->acquire_write("rw", {.ttl = 30s}, 0ms, {}, false);
+  ASSERT_TRUE(w);
+  rfake->delay_answer(d::fake_op::read, 300ms);  // the first reader's look at the writer row is slow
+  std::jthread first([&] {
+    try {
+      (void)reader_engine->acquire_read("rw", {.ttl = 30s}, 0ms, {}, false);
+    } catch (...) {
+    }
+  });
+  // The first reader has stored its row and is checking the writer row.
+  ASSERT_TRUE(sqllock_testing::eventually(
+      [&] {
+        std::lock_guard lk(db->mu);
+        for (const auto& [name, row] : db->rows)
+          if (name != d::rw_writer_row("rw") && name.find("rwlock") != std::string::npos && !row.holder.empty())
+            return true;
+        return false;
+      },
+      2s));
+  std::shared_ptr<d::lease_state> second;
+  try {
+    second = reader_engine->acquire_read("rw", {.ttl = 30s}, 0ms, {}, false);
+  } catch (const std::exception&) {
+  }
+  EXPECT_FALSE(second) << "a second thread was handed the read lock while another client holds the write lock"
+                       << " (hold_count " << (second ? second->hold_count : 0) << ")";
+  if (second) reader_engine->release(*second);
+  first.join();
+  writer_engine->release(*w);
+}

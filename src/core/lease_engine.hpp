@@ -57,7 +57,7 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   /// downgrade) means it releases its row and waits for the writer to go. Each step commits before
   /// the next read (store, then check, on both sides), so a reader and a writer never both pass.
   /// Re-entry per scope: a scope holding the write lock re-enters it (and may take the read lock;
-  /// a re-entry while another thread of the scope still drains the readers waits for them too);
+  /// a re-entry while another thread of the scope has not yet passed the row's check checks too);
   /// a scope holding the read lock re-enters it without waiting (even behind a waiting writer), and
   /// asking for the write lock throws upgrade_refused at once.
   std::shared_ptr<lease_state> acquire_write(std::string_view name, const lease_options& options,

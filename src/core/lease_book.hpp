@@ -44,6 +44,11 @@ struct acquisition {
   /// also holds renewals off (MySQL, SQLite), the watchdog leaves a guarded lease out of its batches
   /// so that it does not wait on the row, and the batch with it.
   std::atomic<int> guards{0};
+  /// A reader-writer row passed its check (acquire_write: the readers drained; acquire_read: no
+  /// writer but this scope's own): only then may another thread of a per_client scope re-enter it
+  /// without checking itself (between storing the row and its check, a reader or a writer of
+  /// another client may still hold).
+  std::atomic<bool> rw_checked{false};
 
   // Guarded by lease_book::mu_:
   std::chrono::milliseconds last_ttl{0};  ///< the TTL valid_until was computed with

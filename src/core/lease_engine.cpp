@@ -798,7 +798,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
   if (!w) return nullptr;
   w->rw_name = name;
   w->rw_side = 'w';
-  if (w->hold_count > 1) return w;  // re-entered: the readers were drained when it was first taken
+  // Re-entered after its readers drained: nothing to wait for. Re-entered while the first hold's
+  // thread (a per_client scope) still waits for them: this hold waits for them too, or a reader
+  // and a writer would both hold.
+  if (w->hold_count > 1 && w->acq->rw_checked.load()) return w;
 
   // The writer row is ours (and keeps new readers away); wait for the readers that came before.
   auto [lo, hi] = rw_reader_range(name);
@@ -823,7 +826,12 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
           reader = db_->live_in_range(lo, hi);
         }
         last_error = nullptr;
-        if (!reader && book_.usable(*w->acq, steady::now())) return w;
+        // No reader left, or another thread of this scope saw them drain meanwhile (a reader seen
+        // since stores its row, sees this writer row and steps aside).
+        if ((!reader || w->acq->rw_checked.load()) && book_.usable(*w->acq, steady::now())) {
+          w->acq->rw_checked.store(true);
+          return w;
+        }
       } catch (const connection_lost&) {
         if (!waits) throw;
         last_error = std::current_exception();
@@ -917,25 +925,36 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
         if (!h) return nullptr;
         h->rw_name = name;
         h->rw_side = 'r';
-        // Re-entered (checked when first taken; never waits behind a writer: that would deadlock),
-        // or a downgrade (the writer row is this scope's own live lease: nobody else can hold it).
-        if (h->hold_count > 1 || book_.holds_live_in_scope(wrow, scope, steady::now())) return h;
+        // Re-entered once checked (never waits behind a writer: that would deadlock), or a
+        // downgrade (the writer row is this scope's own live lease: nobody else can hold it). A
+        // re-entry while another thread of this scope is still between storing the row and its
+        // check is checked here too: a writer of another client may hold.
+        if ((h->hold_count > 1 && h->acq->rw_checked.load()) || book_.holds_live_in_scope(wrow, scope, steady::now())) {
+          h->acq->rw_checked.store(true);
+          return h;
+        }
         // Store, then check: the reader row is committed; a writer that took its row before this
         // read is seen here, one that takes it after sees the reader row when it drains.
         bool blocked = true;
+        bool dropped = false;
         try {
           blocked = live_writer();
           last_error = nullptr;
         } catch (const connection_lost&) {
           release_quietly(*h);
+          dropped = true;
           if (!waits) throw;
           last_error = std::current_exception();
         } catch (...) {
           release_quietly(*h);
           throw;
         }
-        // Not handed out lost, nor past its loss point (the read answered late): not acquired.
-        if (!blocked && book_.usable(*h->acq, steady::now())) return h;
+        // Not handed out lost, nor past its loss point (the read answered late): not acquired. A
+        // re-entry that another thread of this scope checked meanwhile keeps it, writer or not.
+        if (!dropped && (!blocked || h->acq->rw_checked.load()) && book_.usable(*h->acq, steady::now())) {
+          h->acq->rw_checked.store(true);
+          return h;
+        }
         // Writer preference: step aside until the writer is gone.
         if (!last_error) release_quietly(*h);
       }

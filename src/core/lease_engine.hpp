@@ -56,7 +56,8 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   /// takes its scope's reader row, then reads the writer row: live and not this scope's (a
   /// downgrade) means it releases its row and waits for the writer to go. Each step commits before
   /// the next read (store, then check, on both sides), so a reader and a writer never both pass.
-  /// Re-entry per scope: a scope holding the write lock re-enters it (and may take the read lock);
+  /// Re-entry per scope: a scope holding the write lock re-enters it (and may take the read lock;
+  /// a re-entry while another thread of the scope has not yet passed the row's check checks too);
   /// a scope holding the read lock re-enters it without waiting (even behind a waiting writer), and
   /// asking for the write lock throws upgrade_refused at once.
   std::shared_ptr<lease_state> acquire_write(std::string_view name, const lease_options& options,

@@ -1011,3 +1011,102 @@ TEST(EngineLate, AFairHandOverAnsweredTooLateIsPassedOnAndTheQueueMovesOn) {
   EXPECT_TRUE(db->rows["n"].holder.empty());
   for (const auto& [seq, t] : db->queue) EXPECT_EQ(t.owner, held->acq->ref.owner) << "a ticket stayed";
 }
+
+// ---- adversarial review (h51) ----
+
+// A per_client client shares its write lock among its threads. While one thread's acquire_write
+// holds the writer row but still waits for another client's reader to drain, a second thread's
+// acquire_write must not re-enter that write lock: nobody holds it yet, a reader does.
+TEST(EngineAttack, AWriteLockStillDrainingItsReadersIsNotReenteredByAnotherThread) {
+  auto db = std::make_shared<d::fake_database>();
+  auto reader_engine = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  sqllock::client_options shared;
+  shared.scope = sqllock::holder_scope::per_client;
+  auto writer_engine = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), shared);
+  auto r = reader_engine->acquire_read("rw", {.ttl = 30s}, 0ms, {}, false);
+  ASSERT_TRUE(r);
+  std::atomic<bool> first_done{false};
+  std::jthread first([&] {
+    try {
+      (void)writer_engine->acquire_write("rw", {.ttl = 30s}, 400ms, {}, false);
+    } catch (...) {
+    }
+    first_done = true;
+  });
+  // The first writer holds the writer row and drains.
+  ASSERT_TRUE(sqllock_testing::eventually(
+      [&] { return !row_of(db, d::rw_writer_row("rw")).holder.empty(); }, 2s));
+  std::shared_ptr<d::lease_state> second;
+  try {
+    second = writer_engine->acquire_write("rw", {.ttl = 30s}, 0ms, {}, false);
+  } catch (const std::exception&) {
+  }
+  EXPECT_FALSE(second) << "a second thread was handed the write lock while another client's read lock is live"
+                       << " (hold_count " << (second ? second->hold_count : 0) << ")";
+  if (second) writer_engine->release(*second);
+  first.join();
+  reader_engine->release(*r);
+}
+
+// A waiting permit acquire whose first scan is granted its only permit too late finds that row
+// again as its own live lease on the next scan and is handed it: the refused try's release (by
+// this call's owner id, sent when the call ends) must skip the permit it returns.
+TEST(EngineAttack, APermitWaiterThatFindsItsRefusedPermitAgainKeepsIt) {
+  engine_fixture f;
+  f.fake->delay(d::fake_op::acquire, 200ms);         // applied 200 ms in: the row ends at 600 ms
+  f.fake->delay_answer(d::fake_op::acquire, 190ms);  // answered at 390 ms, past the loss point (380 ms)
+  std::shared_ptr<d::lease_state> g;
+  std::thread waiter([&] { g = f.engine->acquire_permit("s", 1, {.ttl = 400ms}, 2s, {}, false); });
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return f.fake->count(d::fake_op::acquire) >= 1; }, 1s));
+  f.fake->heal(d::fake_op::acquire);
+  waiter.join();
+  ASSERT_TRUE(g);
+  const auto row = d::permit_row_name("s", 0);
+  std::this_thread::sleep_for(300ms);  // any release queued by the call has run by now
+  EXPECT_FALSE(g->acq->lost.load()) << "the permit handed out was lost";
+  EXPECT_EQ(row_of(f.db, row).owner, g->acq->ref.owner) << "the permit handed out was freed under its holder";
+  EXPECT_NO_THROW(f.engine->release(*g));
+}
+
+// The reader's side of the same race: a reader stores its row, then checks the writer row. While
+// one thread of a per_client client is between the two (here its check is slow), another thread's
+// acquire_read must not re-enter that reader row as a read lock: another client holds the write
+// lock, and the first thread's check is about to find it.
+TEST(EngineAttack, AReadLockStillCheckingForAWriterIsNotReenteredByAnotherThread) {
+  auto db = std::make_shared<d::fake_database>();
+  auto writer_engine = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  sqllock::client_options shared;
+  shared.scope = sqllock::holder_scope::per_client;
+  auto rb = std::make_unique<d::fake_backend>(db);
+  auto* rfake = rb.get();
+  auto reader_engine = std::make_shared<d::lease_engine>(std::move(rb), shared);
+  auto w = writer_engine->acquire_write("rw", {.ttl = 30s}, 0ms, {}, false);
+  ASSERT_TRUE(w);
+  rfake->delay_answer(d::fake_op::read, 300ms);  // the first reader's look at the writer row is slow
+  std::jthread first([&] {
+    try {
+      (void)reader_engine->acquire_read("rw", {.ttl = 30s}, 0ms, {}, false);
+    } catch (...) {
+    }
+  });
+  // The first reader has stored its row and is checking the writer row.
+  ASSERT_TRUE(sqllock_testing::eventually(
+      [&] {
+        std::lock_guard lk(db->mu);
+        for (const auto& [name, row] : db->rows)
+          if (name != d::rw_writer_row("rw") && name.find("rwlock") != std::string::npos && !row.holder.empty())
+            return true;
+        return false;
+      },
+      2s));
+  std::shared_ptr<d::lease_state> second;
+  try {
+    second = reader_engine->acquire_read("rw", {.ttl = 30s}, 0ms, {}, false);
+  } catch (const std::exception&) {
+  }
+  EXPECT_FALSE(second) << "a second thread was handed the read lock while another client holds the write lock"
+                       << " (hold_count " << (second ? second->hold_count : 0) << ")";
+  if (second) reader_engine->release(*second);
+  first.join();
+  writer_engine->release(*w);
+}

@@ -7,7 +7,13 @@ namespace sqllock::detail {
 
 using std::chrono::milliseconds;
 
-milliseconds loss_margin(milliseconds ttl) noexcept { return std::clamp(ttl / 20, milliseconds(0), milliseconds(500)); }
+milliseconds loss_margin(milliseconds ttl) noexcept {
+  const auto ms = std::max(ttl, milliseconds(0));
+  // Scheduling delays: a twentieth, at most 500 ms. Clock rates: the database server's clock (it
+  // computes the expiry) may run up to 1% faster than this process's monotonic clock (it counts
+  // valid_until), so a lease can end ttl / 100 earlier than counted here: that part has no cap.
+  return std::min(ms / 20, milliseconds(500)) + ms / 100;
+}
 
 namespace {
 

@@ -22,7 +22,9 @@ namespace sqllock::detail {
 class lease_engine;
 
 /// How long before the local expiry estimate a lease is reported lost: a twentieth of its TTL, at
-/// most 500 ms, so that scheduling delays on a loaded machine still report it in time.
+/// most 500 ms, so that scheduling delays on a loaded machine still report it in time, plus a
+/// hundredth of its TTL, so that a database clock running up to 1% (10,000 ppm) faster than this
+/// process's monotonic clock cannot end the lease before it is reported lost.
 std::chrono::milliseconds loss_margin(std::chrono::milliseconds ttl) noexcept;
 
 /// One acquisition: a lock row that names this client's owner id. Identity fields never change;

@@ -64,6 +64,24 @@ sqllock::lease_options opts(milliseconds ttl, bool renew = true) {
 }
 }  // namespace
 
+// The loss point must come before the database's expiry also when the server's clock runs faster
+// than this process's monotonic clock (the server computes the expiry; chrony slews a clock by up
+// to 8.3% by default, ntpd by 0.05%): sqllock assumes at most 1% and keeps that part of the margin
+// uncapped, on top of the scheduling allowance (a twentieth, at most 500 ms). With the allowance
+// alone, a 60 s lease on a server clock 1% fast ended 100 ms before it was reported lost.
+TEST(LeaseBook, TheLossMarginCoversADatabaseClockOnePercentFastForEveryTtl) {
+  for (const std::chrono::milliseconds ttl : {100ms, 1000ms, 10'000ms, 30'000ms, 60'000ms, 600'000ms, 3'600'000ms}) {
+    const auto margin = d::loss_margin(ttl);
+    const auto scheduling = std::min(ttl / 20, std::chrono::milliseconds(500));
+    // Real time until the server's expiry, counted on a clock 1% slower than the server's.
+    const auto server_expiry_on_our_clock = ttl - ttl / 100;
+    EXPECT_LE(ttl - margin, server_expiry_on_our_clock - scheduling)
+        << "ttl " << ttl.count() << " ms: margin " << margin.count() << " ms";
+    EXPECT_GT(ttl - margin, ttl * 9 / 10) << "the margin must leave the lease usable";
+  }
+  EXPECT_EQ(d::loss_margin(0ms), 0ms);
+}
+
 TEST(LeaseBook, RenewalsAreDueAtAThirdAndBatchedWithinASixth) {
   d::lease_book book;
   const auto t0 = steady::now();
@@ -97,7 +115,7 @@ TEST(LeaseBook, AnAcquisitionAnsweredAfterItsLossPointIsNotRecorded) {
   EXPECT_FALSE(book.add({"late2", "o", 4}, "h", 0, now - 300ms + d::loss_margin(300ms), o, nullptr));
   EXPECT_FALSE(book.holds_name("late"));
   EXPECT_EQ(lost_calls, 0) << "nothing was recorded, so nothing is reported";
-  auto h = book.add({"fresh", "o", 5}, "h", 0, now - 200ms, o, nullptr);  // 85 ms before its loss point
+  auto h = book.add({"fresh", "o", 5}, "h", 0, now - 200ms, o, nullptr);  // 82 ms before its loss point
   ASSERT_TRUE(h);
   EXPECT_TRUE(book.holds_name("fresh"));
 }

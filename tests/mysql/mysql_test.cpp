@@ -949,7 +949,9 @@ TEST(MysqlWaker, HandOversBetweenAPollAndAFirstLookAnsweredBeforeItAreEachCounte
 // state as its own (a no-op, keeping the old wait's) and dropped it, and the next look, the new
 // wait's first, counted from whatever it saw. Here the key passes from holder a straight to b
 // (queued on it before the waiter connection, as a fair holder's GET_LOCK wait does), so the waker
-// sees only "still held" (0) and the hand-over a -> b after the new poll was never woken.
+// sees only "still held" (0) and the hand-over a -> b after the new poll was never woken. A look
+// answered "still held" with the row changed since the last wake-up wakes at once (before, such a
+// release was woken only when the key was next let go).
 TEST(MysqlWaker, ALookLeftFromAnEarlierWaitDoesNotUseUpTheNextWaitsPollState) {
   const std::string name = unique_name("wkstale");
   auto admin = admin_connection();
@@ -976,6 +978,8 @@ TEST(MysqlWaker, ALookLeftFromAnEarlierWaitDoesNotUseUpTheNextWaitsPollState) {
   ASSERT_EQ(query_int(*a, let_key_go_sql, {name}), 1);
   b_takes.join();
   std::this_thread::sleep_for(700ms);  // the left-over look and the next one come back
+  // Woken for a -> b while b still holds the key, not only when b lets it go.
+  EXPECT_EQ(sink.count() - before, 1) << "the hand-over a -> b not woken while b held the key";
   // b releases: the row free, its key let go.
   set_row(*admin, name, 6, "");
   ASSERT_EQ(query_int(*b, let_key_go_sql, {name}), 1);

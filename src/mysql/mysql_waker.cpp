@@ -178,8 +178,9 @@ void waker::wake_if_state_changed(const std::string& name, const std::string& st
     release_count& c = it->second;
     if (!fresh && !state.empty() && c.woken_at == state) return;
     // One wake-up per release since the state the last ones account for: a fair waiter counts
-    // them to know when it is next. A look older than that state (sent before a new wait's poll)
-    // changes nothing; a row that cannot be compared wakes once.
+    // them to know when it is next. A look older than that state with the same token (sent
+    // before a new wait's poll) changes nothing; a row that cannot be compared (unreadable, or a
+    // lower token: an older look, or a row reset) wakes once and is counted from.
     if (!fresh) {
       if (const auto since = releases_between(c.woken_at, state)) {
         if (*since < 0) return;

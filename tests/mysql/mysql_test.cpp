@@ -939,7 +939,7 @@ TEST(MysqlWaker, HandOversBetweenAPollAndAFirstLookAnsweredBeforeItAreEachCounte
   w->note_state(name, "5 held");  // the poll's answer, late
   // Three releases after the poll: the waiter must have three wake-ups in all.
   EXPECT_EQ(sink.wait_for(3, 1s), 3) << "releases after the poll not each woken";
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(100ms);
   EXPECT_EQ(sink.count(), 3) << "wake-ups after the poll";
   w->set_sink(nullptr);
 }
@@ -966,7 +966,7 @@ TEST(MysqlWaker, ALookLeftFromAnEarlierWaitDoesNotUseUpTheNextWaitsPollState) {
   w->note_state(name, "5 held");
   // b queues on the key; after a slice (250 ms) the waiter connection's next look queues behind it.
   std::thread b_takes([&] { (void)query_int(*b, take_key_sql, {name, "10"}); });
-  std::this_thread::sleep_for(700ms);
+  std::this_thread::sleep_for(500ms);
   const int before = sink.count();
   // The first wait ends and the next one starts and polls while a look is out (the waiter
   // connection always has one out here: each waits 250 ms on a's key).
@@ -977,7 +977,7 @@ TEST(MysqlWaker, ALookLeftFromAnEarlierWaitDoesNotUseUpTheNextWaitsPollState) {
   set_row(*admin, name, 6, "b");
   ASSERT_EQ(query_int(*a, let_key_go_sql, {name}), 1);
   b_takes.join();
-  std::this_thread::sleep_for(700ms);  // the left-over look and the next one come back
+  std::this_thread::sleep_for(600ms);  // the left-over look and the next one come back
   // Woken for a -> b while b still holds the key, not only when b lets it go.
   EXPECT_EQ(sink.count() - before, 1) << "the hand-over a -> b not woken while b held the key";
   // b releases: the row free, its key let go.
@@ -985,7 +985,7 @@ TEST(MysqlWaker, ALookLeftFromAnEarlierWaitDoesNotUseUpTheNextWaitsPollState) {
   ASSERT_EQ(query_int(*b, let_key_go_sql, {name}), 1);
   // Two releases after the second wait's poll: two wake-ups.
   EXPECT_EQ(sink.wait_for(before + 2, 2s) - before, 2) << "a release after the new poll was not woken";
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(100ms);
   EXPECT_EQ(sink.count() - before, 2) << "wake-ups after the poll";
   w->set_sink(nullptr);
 }

@@ -3,6 +3,10 @@
 
 #include <cppconn/connection.h>
 
+#include <algorithm>
+#include <optional>
+#include <vector>
+
 namespace sqllock::detail::mysql {
 
 waker::waker(connect_params params, client_options options, std::string scope, std::string table)
@@ -33,7 +37,10 @@ void waker::set_sink(wake_sink* sink) {
 bool waker::watch(const std::string& name) {
   {
     std::lock_guard lock(mutex_);
-    if (watched_[name]++ == 0) newly_watched_.insert(name);
+    if (watched_[name]++ == 0) {
+      newly_watched_.insert(name);
+      counts_.erase(name);
+    }
     if (!thread_.joinable() && !stopping_) thread_ = std::thread([this] { loop(); });
   }
   cv_.notify_all();
@@ -45,13 +52,76 @@ void waker::unwatch(const std::string& name) {
   auto it = watched_.find(name);
   if (it != watched_.end() && --it->second <= 0) {
     watched_.erase(it);
-    noted_.erase(name);
+    counts_.erase(name);
   }
 }
 
-void waker::note_state(const std::string& name, std::string state) {
-  std::lock_guard lock(mutex_);
-  if (watched_.count(name)) noted_[name] = std::move(state);
+namespace {
+/// A row state of wake_row_state.sql ("<token> held" / "<token> free"; "none": no row).
+struct row_state {
+  long long token = 0;
+  bool held = false;
+  bool ok = false;
+};
+row_state parse_state(const std::string& s) {
+  row_state r;
+  // No row yet: the name was never acquired, so it counts as free with token 0 (the first
+  // acquisition inserts token 1). Releases from there are counted like any others: a waiter that
+  // first looked before the row existed and next after several hand-overs is woken once for each.
+  if (s == "none") {
+    r.ok = true;
+    return r;
+  }
+  const auto sp = s.find(' ');
+  if (sp == std::string::npos) return r;
+  try {
+    r.token = std::stoll(s.substr(0, sp));
+  } catch (...) {
+    return r;
+  }
+  r.held = s.compare(sp + 1, std::string::npos, "held") == 0;
+  r.ok = true;
+  return r;
+}
+
+/// The releases from row state `from` to row state `to`: every acquisition (a fair hand-over too)
+/// raises the token by one, so they are the acquisitions in between, plus the holder seen in
+/// `from`, minus the one seen in `to` (negative: `to` is the older). Nothing when either cannot be
+/// read or the token went down.
+std::optional<long long> releases_between(const std::string& from, const std::string& to) {
+  const row_state was = parse_state(from), now = parse_state(to);
+  if (from.empty() || to.empty() || !was.ok || !now.ok || now.token < was.token) return std::nullopt;
+  return now.token - was.token + (was.held ? 1 : 0) - (now.held ? 1 : 0);
+}
+}  // namespace
+
+void waker::note_state(const std::string& name, const std::string& state) {
+  long long missed = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (!watched_.count(name)) return;
+    auto [it, fresh] = counts_.try_emplace(name);
+    release_count& c = it->second;
+    if (fresh) {  // not looked at yet: count from the poll
+      c.woken_at = state;
+      c.noted = true;
+      return;
+    }
+    if (c.noted) return;  // a later poll of the same wait: the count goes on
+    c.noted = true;
+    // The loop looked first (its answer came before the poll's): it woke c.woken times since the
+    // watch, the waiter counts from its poll. Releases between the poll's state and the one the
+    // loop woke through that it did not wake for are woken now; a look older than the poll counts
+    // from the poll.
+    const auto since = releases_between(state, c.woken_at);
+    if (!since) return;
+    if (*since < 0) {
+      c.woken_at = state;
+    } else {
+      missed = std::min<long long>(64, *since - c.woken);
+    }
+  }
+  for (long long i = 0; i < missed; ++i) wake_name(name);
 }
 
 void waker::wake_name(const std::string& name) {
@@ -88,8 +158,7 @@ void waker::wake_free_rows(connection& conn) {
   }
 }
 
-void waker::wake_if_changed(connection& conn, const std::string& name,
-                            std::map<std::string, std::string>& woken_at) {
+void waker::wake_if_changed(connection& conn, const std::string& name) {
   std::string state;  // empty: unreadable (wake)
   try {
     result_rows s = conn.query(row_state_sql_, {name}, "wake_row_state", true);
@@ -97,61 +166,51 @@ void waker::wake_if_changed(connection& conn, const std::string& name,
   } catch (const std::exception&) {
     if (conn.broken()) throw;
   }
-  wake_if_state_changed(name, state, woken_at);
+  wake_if_state_changed(name, state);
 }
 
-namespace {
-/// A row state of wake_row_state.sql ("<token> held" / "<token> free"; "none": no row).
-struct row_state {
-  long long token = 0;
-  bool held = false;
-  bool ok = false;
-};
-row_state parse_state(const std::string& s) {
-  row_state r;
-  // No row yet: the name was never acquired, so it counts as free with token 0 (the first
-  // acquisition inserts token 1). Releases from there are counted like any others: a waiter that
-  // first looked before the row existed and next after several hand-overs is woken once for each.
-  if (s == "none") {
-    r.ok = true;
-    return r;
+void waker::wake_if_state_changed(const std::string& name, const std::string& state) {
+  long long releases = 1;
+  {
+    std::lock_guard lock(mutex_);
+    if (!watched_.count(name)) return;  // a look sent while it was watched: nobody to wake
+    auto [it, fresh] = counts_.try_emplace(name);
+    release_count& c = it->second;
+    if (!fresh && !state.empty() && c.woken_at == state) return;
+    // One wake-up per release since the state the last ones account for: a fair waiter counts
+    // them to know when it is next. A look older than that state with the same token (sent
+    // before a new wait's poll) changes nothing; a row that cannot be compared (unreadable, or a
+    // lower token: an older look, or a row reset) wakes once and is counted from.
+    if (!fresh) {
+      if (const auto since = releases_between(c.woken_at, state)) {
+        if (*since < 0) return;
+        releases = std::min<long long>(64, *since);
+      }
+    }
+    c.woken_at = state;
+    if (!c.noted) c.woken += releases;
   }
-  const auto sp = s.find(' ');
-  if (sp == std::string::npos) return r;
-  try {
-    r.token = std::stoll(s.substr(0, sp));
-  } catch (...) {
-    return r;
-  }
-  r.held = s.compare(sp + 1, std::string::npos, "held") == 0;
-  r.ok = true;
-  return r;
+  for (long long i = 0; i < releases; ++i) wake_name(name);
 }
-}  // namespace
 
-void waker::wake_if_state_changed(const std::string& name, const std::string& state,
-                                  std::map<std::string, std::string>& woken_at) {
-  auto [it, fresh] = woken_at.try_emplace(name);
-  if (!fresh && !state.empty() && it->second == state) return;
-  // One wake-up per release since the last look: a fair waiter counts them to know when it is
-  // next. Every acquisition (a fair hand-over too) raises the token by one, so the releases in
-  // between are the acquisitions plus the holder seen before minus the one seen now; a row that
-  // cannot be compared wakes once.
-  int releases = 1;
-  const row_state was = parse_state(it->second), now = parse_state(state);
-  if (!fresh && was.ok && now.ok && now.token >= was.token) {
-    releases = static_cast<int>(std::min<long long>(64, now.token - was.token + (was.held ? 1 : 0) - (now.held ? 1 : 0)));
+void waker::start_count(const std::string& name, const std::string& state) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!watched_.count(name)) return;
+    if (counts_.find(name) == counts_.end()) {
+      counts_[name].woken_at = state;
+      return;
+    }
   }
-  it->second = state;
-  for (int i = 0; i < releases; ++i) wake_name(name);
+  wake_if_state_changed(name, state);
 }
 
 void waker::loop() noexcept {
   std::unique_ptr<connection> conn;
   bool had_connection = false;
   std::map<std::string, std::chrono::steady_clock::time_point> quiet_until;
-  std::map<std::string, std::string> woken_at;  // the row's state at the name's last wake-up here
-  std::map<std::string, int> unkeyed_looks;     // looks in a row that found a holder without its key
+  std::set<std::string> unlooked;            // watched names not looked at since watched
+  std::map<std::string, int> unkeyed_looks;  // looks in a row that found a holder without its key
   std::size_t turn = 0;
   for (;;) {
     std::string name;
@@ -163,18 +222,18 @@ void waker::loop() noexcept {
       for (auto it = quiet_until.begin(); it != quiet_until.end();) {
         it = (it->second <= now || !watched_.count(it->first)) ? quiet_until.erase(it) : std::next(it);
       }
-      // A name newly watched has no state here yet: its first look wakes (a release may have come
-      // between the acquire that found it held and that look), and comes before any other name's,
-      // so that the state later wake-ups are counted from is close to the acquire's (a fair
-      // waiter counts releases from its poll).
+      // A name newly watched has no state yet, unless a fair waiter's poll gave one (note_state):
+      // its first look wakes (a release may have come between the acquire that found it held and
+      // that look), and comes before any other name's, so that the state later wake-ups are
+      // counted from is close to the acquire's.
       for (const auto& n : newly_watched_) {
-        woken_at.erase(n);
+        unlooked.insert(n);
         quiet_until.erase(n);
         unkeyed_looks.erase(n);
       }
       newly_watched_.clear();
-      for (auto it = woken_at.begin(); it != woken_at.end();) {
-        it = watched_.count(it->first) ? std::next(it) : woken_at.erase(it);
+      for (auto it = unlooked.begin(); it != unlooked.end();) {
+        it = watched_.count(*it) ? std::next(it) : unlooked.erase(it);
       }
       for (auto it = unkeyed_looks.begin(); it != unkeyed_looks.end();) {
         it = watched_.count(it->first) ? std::next(it) : unkeyed_looks.erase(it);
@@ -182,7 +241,7 @@ void waker::loop() noexcept {
       std::vector<std::string> ready;
       std::vector<std::string> first;  // never looked at since watched
       for (const auto& [n, count] : watched_) {
-        if (!woken_at.count(n) && !quiet_until.count(n)) first.push_back(n);
+        if (unlooked.count(n) && !quiet_until.count(n)) first.push_back(n);
       }
       auto earliest = now + std::chrono::milliseconds(50);
       for (const auto& [n, count] : watched_) {
@@ -223,7 +282,10 @@ void waker::loop() noexcept {
       }
       if (had_connection) {
         // Releases while the connection was down went unseen: let every waiter look now.
-        woken_at.clear();
+        {
+          std::lock_guard lock(mutex_);
+          counts_.clear();
+        }
         wake_all_watched();
       }
       had_connection = true;
@@ -241,29 +303,23 @@ void waker::loop() noexcept {
       const std::string got = (!r.empty() && r[0][0]) ? *r[0][0] : std::string("NULL");
       const std::string state = (!r.empty() && r[0].size() > 1 && r[0][1]) ? *r[0][1] : std::string("none");
       const auto now = std::chrono::steady_clock::now();
-      {
-        // A poll's state for a name not looked at yet is where its releases are counted from.
-        std::lock_guard lock(mutex_);
-        auto n = noted_.find(name);
-        if (n != noted_.end()) {
-          woken_at.try_emplace(name, n->second);
-          noted_.erase(n);
-        }
-      }
+      unlooked.erase(name);
       if (got != "-3") unkeyed_looks.erase(name);
       if (got == "1") {
         // The key was let go: by its holder (a release, or its connection died), or by another
         // client's waiter connection passing the release on. Let it go again at once; wake when
         // the row changed since the last wake-up here (one release, one wake-up).
         conn->query(release_sql_, {k}, "wake_lock_release");
-        wake_if_changed(*conn, name, woken_at);
+        wake_if_changed(*conn, name);
       } else if (got == "0") {
-        woken_at.try_emplace(name, state);  // held all along: count releases from here
+        // Held all along. A first look counts releases from here; a later one wakes for releases
+        // since the last wake-up (the key went from holder to holder, never to this connection).
+        start_count(name, state);
       } else if (got == "-2" || got == "-3") {
         // A release being passed on by waiter connections, or a holder that has no key yet (right
         // after a fair hand-over): wake if the row changed, look again soon; a holder that never
         // takes its key is looked at less and less often (2, 4, 8 ... 50 ms).
-        wake_if_state_changed(name, state, woken_at);
+        wake_if_state_changed(name, state);
         int& n = unkeyed_looks[name];
         const auto quiet = got == "-2" ? std::chrono::milliseconds(2)
                                        : std::min(std::chrono::milliseconds(50), std::chrono::milliseconds(2 << std::min(n, 5)));
@@ -272,7 +328,7 @@ void waker::loop() noexcept {
       } else if (got == "-1") {
         // Nothing holds the name: wake if it changed (a release since the last look); nothing to
         // block on, look again later (the client polls meanwhile).
-        wake_if_state_changed(name, state, woken_at);
+        wake_if_state_changed(name, state);
         quiet_until[name] = now + std::chrono::milliseconds(50);
       }
     } catch (const std::exception& e) {

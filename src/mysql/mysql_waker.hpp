@@ -36,10 +36,11 @@ class waker {
   /// Start watching `name` (counted); true: wake-ups will come.
   bool watch(const std::string& name);
   void unwatch(const std::string& name);
-  /// The row state (wake_row_state.sql) a fair waiter's poll of `name` just saw: a name the loop
-  /// has not looked at yet counts its releases from there, so none between that poll and the
-  /// loop's first look goes uncounted.
-  void note_state(const std::string& name, std::string state);
+  /// The row state (wake_row_state.sql) a fair waiter's poll of `name` just saw: the name's
+  /// releases are counted from there. The first one since watch() is used: when the loop already
+  /// looked at the name (its answer came first), the releases between this state and the one it
+  /// woke through that it has not woken for yet are woken here, on the caller's thread.
+  void note_state(const std::string& name, const std::string& state);
 
   /// The GET_LOCK key of `name` (before hashing): "db.table/name".
   static std::string key(const std::string& scope, const std::string& name) { return scope + '/' + name; }
@@ -52,12 +53,24 @@ class waker {
   /// One Galera round: wake every watched name whose row is free or expired.
   void wake_free_rows(connection& conn);
   void wake_name(const std::string& name);
-  /// Wake `name` when its row changed since its last wake-up here (`woken_at`), or cannot be read.
-  void wake_if_changed(connection& conn, const std::string& name, std::map<std::string, std::string>& woken_at);
+  /// Wake `name` once per release since the state its wake-ups so far account for, or once when
+  /// the row cannot be read or compared.
+  void wake_if_changed(connection& conn, const std::string& name);
   /// The same with the state already read (wake_wait.sql's second column).
-  void wake_if_state_changed(const std::string& name, const std::string& state,
-                             std::map<std::string, std::string>& woken_at);
+  void wake_if_state_changed(const std::string& name, const std::string& state);
+  /// A look that found the key held all along: a name not counted yet counts from `state` and
+  /// wakes nobody; else as wake_if_state_changed (the key went from holder to holder unseen).
+  void start_count(const std::string& name, const std::string& state);
   void wake_all_watched();
+
+  /// Where the releases of a watched name are counted from; reset by watch() when the name starts
+  /// being watched, so a look sent during an earlier wait counts for the new one from the new
+  /// poll's state, never from the old wait's.
+  struct release_count {
+    std::string woken_at;  // the row's state the wake-ups so far account for ("": unreadable)
+    bool noted = false;    // woken_at is, or has been reconciled with, a poll's state
+    long long woken = 0;   // wake-ups since watched while not noted
+  };
 
   connect_params params_;
   client_options options_;
@@ -68,11 +81,11 @@ class waker {
   std::string row_state_sql_;
   std::string mark_sql_;
 
-  std::mutex mutex_;  // watched_, newly_watched_, stopping_
+  std::mutex mutex_;  // watched_, newly_watched_, counts_, stopping_
   std::condition_variable cv_;
   std::map<std::string, int> watched_;
   std::set<std::string> newly_watched_;  // not yet looked at by the loop
-  std::map<std::string, std::string> noted_;  // note_state() not yet taken by the loop
+  std::map<std::string, release_count> counts_;  // of watched names only
   bool stopping_ = false;
   std::thread thread_;
   std::mutex sink_mutex_;  // guards sink_ and every call through it

@@ -10,9 +10,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
@@ -20,6 +22,7 @@
 
 #include "common/test_support.hpp"
 #include "mysql/mysql_connection.hpp"
+#include "mysql/mysql_waker.hpp"
 #include "sqllock/mysql.hpp"
 #include "sqllock/sqllock.hpp"
 
@@ -842,6 +845,149 @@ TEST(MysqlFair, SeveralHandOversBeforeTheRowWasFirstSeenWakeTheWaiterOncePerRele
   ASSERT_GE(got_at.load(), 0) << "not acquired within 4 s";
   EXPECT_EQ(token.load(), 4);
   EXPECT_LT(got_at.load() - handed_at, 2000) << "the hand-over was found by a poll, not woken";
+}
+
+// ---- the waker's release counting, driven directly ------------------------------------------
+// A fair waiter counts the wake-ups after its poll to know when it is next: its waiter connection
+// must wake it once per release after the state that poll saw (queue_state.sql hands it over with
+// note_state). These tests drive a waker like the engine does (watch, note_state, unwatch) and move
+// the lock row and its GET_LOCK key with connections of their own.
+
+/// Counts wake-ups.
+class wake_counter final : public sqllock::detail::wake_sink {
+ public:
+  void wake(const std::string&) noexcept override {
+    {
+      std::lock_guard lock(mu_);
+      ++n_;
+    }
+    cv_.notify_all();
+  }
+  int count() {
+    std::lock_guard lock(mu_);
+    return n_;
+  }
+  /// Waits until at least `n` wake-ups came (or `for_at_most` passed); returns the count.
+  int wait_for(int n, std::chrono::milliseconds for_at_most) {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, for_at_most, [&] { return n_ >= n; });
+    return n_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_ = 0;
+};
+
+std::unique_ptr<sqllock::detail::mysql::waker> make_waker() {
+  const sqllock::database_url u = sqllock::parse_url(url());
+  return std::make_unique<sqllock::detail::mysql::waker>(sqllock::detail::mysql::make_connect_params(u),
+                                                         sqllock::client_options{}, u.database + ".sqllock_locks",
+                                                         "sqllock_locks");
+}
+
+void exec(sql::Connection& c, const std::string& text, const std::vector<std::string>& args) {
+  std::unique_ptr<sql::PreparedStatement> ps(c.prepareStatement(text));
+  for (std::size_t i = 0; i < args.size(); ++i) ps->setString(static_cast<unsigned>(i + 1), args[i]);
+  ps->execute();
+}
+
+std::int64_t query_int(sql::Connection& c, const std::string& text, const std::vector<std::string>& args) {
+  std::unique_ptr<sql::PreparedStatement> ps(c.prepareStatement(text));
+  for (std::size_t i = 0; i < args.size(); ++i) ps->setString(static_cast<unsigned>(i + 1), args[i]);
+  std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+  if (!rs->next() || rs->isNull(1)) return -1;
+  return rs->getInt64(1);
+}
+
+/// The lock row's GET_LOCK key (mysql_waker's key()), taken or let go on connection `c`.
+const char* const take_key_sql = "SELECT GET_LOCK(CONCAT('sqllock:', SHA1(CONCAT(DATABASE(), '.sqllock_locks/', ?))), ?)";
+const char* const let_key_go_sql = "SELECT RELEASE_LOCK(CONCAT('sqllock:', SHA1(CONCAT(DATABASE(), '.sqllock_locks/', ?))))";
+
+/// The lock row of `name` set to `token`, held by `holder` (its lease 60 s long) or free ("").
+void set_row(sql::Connection& c, const std::string& name, int token, const std::string& holder) {
+  exec(c,
+       "INSERT INTO sqllock_locks (name, holder_id, owner, token, hold_count, acquired_at, expires_at) "
+       "VALUES (?, NULLIF(?, ''), NULLIF(?, ''), ?, 1, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 60 SECOND) "
+       "ON DUPLICATE KEY UPDATE holder_id = VALUES(holder_id), owner = VALUES(owner), token = VALUES(token), "
+       "expires_at = VALUES(expires_at)",
+       {name, holder, holder.empty() ? "" : name + "/" + holder, std::to_string(token)});
+}
+
+// (a) The waker's first look at a name can be answered before the waiter's poll is: the waiter
+// watches the name, then polls; a loaded machine (or the waiter connection still connecting) can
+// let hand-overs land after the poll read the row and before the waker's first look, and let that
+// look's answer through before the poll's. The first look of a name wakes once, whatever it saw;
+// the poll's state, arriving after it, was dropped (a name already looked at kept the look's
+// state), so three hand-overs after the poll woke the waiter once: with b, c and d ahead of it at
+// its poll, it counted itself still one place back when d's release handed it the lock, and slept
+// until its ticket renewal or its poll. Here the three hand-overs are made before the watch, which
+// the waker cannot tell from a first look that came late.
+TEST(MysqlWaker, HandOversBetweenAPollAndAFirstLookAnsweredBeforeItAreEachCountedWhenThePollsStateArrives) {
+  const std::string name = unique_name("wkfirst");
+  auto admin = admin_connection();
+  set_row(*admin, name, 5, "a");  // what the waiter's poll reads: held by a (token 5)
+  set_row(*admin, name, 8, "d");  // three hand-overs: a -> b -> c -> d (token 8), d not keyed yet
+  wake_counter sink;
+  auto w = make_waker();
+  w->set_sink(&sink);
+  ASSERT_TRUE(w->watch(name));
+  ASSERT_EQ(sink.wait_for(1, 5s), 1) << "the first look did not wake";  // "-3": held, no key yet
+  std::this_thread::sleep_for(100ms);  // more looks: nothing changed, no more wake-ups
+  EXPECT_EQ(sink.count(), 1);
+  w->note_state(name, "5 held");  // the poll's answer, late
+  // Three releases after the poll: the waiter must have three wake-ups in all.
+  EXPECT_EQ(sink.wait_for(3, 1s), 3) << "releases after the poll not each woken";
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(sink.count(), 3) << "wake-ups after the poll";
+  w->set_sink(nullptr);
+}
+
+// (b) A look that the waker sent while one wait of the name was on can come back after that wait
+// ended and the same client's next wait of the name started and polled: it took the new poll's
+// state as its own (a no-op, keeping the old wait's) and dropped it, and the next look, the new
+// wait's first, counted from whatever it saw. Here the key passes from holder a straight to b
+// (queued on it before the waiter connection, as a fair holder's GET_LOCK wait does), so the waker
+// sees only "still held" (0) and the hand-over a -> b after the new poll was never woken. A look
+// answered "still held" with the row changed since the last wake-up wakes at once (before, such a
+// release was woken only when the key was next let go).
+TEST(MysqlWaker, ALookLeftFromAnEarlierWaitDoesNotUseUpTheNextWaitsPollState) {
+  const std::string name = unique_name("wkstale");
+  auto admin = admin_connection();
+  auto a = raw_connection(url());
+  auto b = raw_connection(url());
+  set_row(*admin, name, 5, "a");
+  ASSERT_EQ(query_int(*a, take_key_sql, {name, "0"}), 1);
+  wake_counter sink;
+  auto w = make_waker();
+  w->set_sink(&sink);
+  ASSERT_TRUE(w->watch(name));  // the first wait
+  w->note_state(name, "5 held");
+  // b queues on the key; after a slice (250 ms) the waiter connection's next look queues behind it.
+  std::thread b_takes([&] { (void)query_int(*b, take_key_sql, {name, "10"}); });
+  std::this_thread::sleep_for(500ms);
+  const int before = sink.count();
+  // The first wait ends and the next one starts and polls while a look is out (the waiter
+  // connection always has one out here: each waits 250 ms on a's key).
+  w->unwatch(name);
+  ASSERT_TRUE(w->watch(name));
+  w->note_state(name, "5 held");
+  // a hands over to b and lets its key go: b takes it; the waker sees "still held".
+  set_row(*admin, name, 6, "b");
+  ASSERT_EQ(query_int(*a, let_key_go_sql, {name}), 1);
+  b_takes.join();
+  std::this_thread::sleep_for(600ms);  // the left-over look and the next one come back
+  // Woken for a -> b while b still holds the key, not only when b lets it go.
+  EXPECT_EQ(sink.count() - before, 1) << "the hand-over a -> b not woken while b held the key";
+  // b releases: the row free, its key let go.
+  set_row(*admin, name, 6, "");
+  ASSERT_EQ(query_int(*b, let_key_go_sql, {name}), 1);
+  // Two releases after the second wait's poll: two wake-ups.
+  EXPECT_EQ(sink.wait_for(before + 2, 2s) - before, 2) << "a release after the new poll was not woken";
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(sink.count() - before, 2) << "wake-ups after the poll";
+  w->set_sink(nullptr);
 }
 
 // Fair mode across several clients, each with its own waiter connection: every hand-over must wake

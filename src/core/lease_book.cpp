@@ -118,13 +118,12 @@ bool lease_book::holds_live_in_scope(const std::string& name, std::uint64_t scop
   std::lock_guard lk(mu_);
   auto it = by_scope_.find({name, scope});
   if (it == by_scope_.end()) return false;
-  const auto& a = *it->second;
-  return !a.released && !a.lost.load() && now < a.valid_until_time() - loss_margin(a.last_ttl);
+  return live_at(*it->second, now);
 }
 
 bool lease_book::usable(const acquisition& a, steady::time_point now) const {
   std::lock_guard lk(mu_);
-  return !a.released && !a.lost.load() && now < a.valid_until_time() - loss_margin(a.last_ttl);
+  return live_at(a, now);
 }
 
 bool lease_book::holds_name(const std::string& name) const {
@@ -313,6 +312,10 @@ std::pair<steady::time_point, steady::time_point> lease_book::times_of(const acq
 steady::time_point lease_book::loss_point(const acquisition& a) const {
   std::lock_guard lk(mu_);
   return a.valid_until_time() - loss_margin(a.last_ttl);
+}
+
+bool lease_book::live_at(const acquisition& a, steady::time_point now) const {
+  return !a.released && !a.lost.load() && now < a.valid_until_time() - loss_margin(a.last_ttl);
 }
 
 int lease_book::holds_of(const std::string& owner) const {

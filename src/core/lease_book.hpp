@@ -176,6 +176,9 @@ class lease_book {
   void set_skip_guarded(bool skip) { skip_guarded_ = skip; }
 
  private:
+  /// `a` is neither released nor lost and `now` is before its loss_point(): the one rule behind
+  /// usable() and holds_live_in_scope(). The caller holds mu_.
+  bool live_at(const acquisition& a, steady::time_point now) const;
   void lost_locked(acquisition& a, const std::string& why, std::vector<lease_notice>& notices);
   /// Queue notices decided under `lk` (held), release it, and run them: the caller's last use of
   /// the book, which a callback may destroy.

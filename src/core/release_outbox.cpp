@@ -12,6 +12,18 @@ bool worth_sending_again(const std::exception& e) noexcept {
 
 using std::chrono::milliseconds;
 
+milliseconds resend_pause(const std::exception& e, int tries) noexcept {
+  // Without an answer the server may be down or restarting: start at 250 ms. With one (busy, rolled
+  // back, cancelled) it is up, and the conflict that lost the release is usually over in moments:
+  // start at 50 ms. Either way doubling, so a release that keeps losing (a row other transactions
+  // keep deadlocking on, a server that stays busy) is not sent 20 times a second until it gives up;
+  // capped, so once the conflict ends the row is freed within a second (two without an answer).
+  const bool answered = dynamic_cast<const connection_lost*>(&e) == nullptr;
+  const milliseconds first = answered ? milliseconds(50) : milliseconds(250);
+  const milliseconds cap = answered ? milliseconds(1000) : milliseconds(2000);
+  return std::min(first * (1 << std::min(tries, 5)), cap);
+}
+
 void release_outbox::add(release_request request, steady::time_point give_up_at) {
   std::lock_guard lk(mu_);
   pending_.push_back({std::move(request), give_up_at, steady::now(), 0});
@@ -80,13 +92,9 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
                 "lock '" + e.request.lease.name + "': a release that did not complete was sent again and applied");
           }
         }
-      } catch (const connection_lost&) {
-        e.next_try = steady::now() + std::min(milliseconds(250LL << std::min(e.tries, 4)), milliseconds(2000));
-        ++e.tries;
-        retry.push_back(std::move(e));
       } catch (const std::exception& ex) {
-        if (worth_sending_again(ex)) {  // busy or rolled back: the server answered, so soon again
-          e.next_try = steady::now() + milliseconds(50);
+        if (worth_sending_again(ex)) {
+          e.next_try = steady::now() + resend_pause(ex, e.tries);
           ++e.tries;
           retry.push_back(std::move(e));
           continue;

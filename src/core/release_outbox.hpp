@@ -21,6 +21,11 @@ namespace sqllock::detail {
 /// its TTL runs out. Other errors (a bad request, a missing table) would fail again the same way.
 bool worth_sending_again(const std::exception& e) noexcept;
 
+/// How long the outbox waits before sending again a release that failed with `e` (one that is
+/// worth_sending_again) after `tries` earlier failures: 50 ms doubling to 1 s when the server
+/// answered (busy, rolled back, cancelled), 250 ms doubling to 2 s when it did not.
+std::chrono::milliseconds resend_pause(const std::exception& e, int tries) noexcept;
+
 /// Pending releases. Each one names one acquisition by its unique owner id, so sending it twice, or
 /// after the name was acquired again by anyone (this client included), can never free anything but
 /// the acquisition it was meant for: the re-send is idempotent and needs no ordering. Owns its mutex

@@ -1,11 +1,16 @@
 // End-to-end tests of `sqllock run --max-hold` / `--min-hold`, of the at-risk message, and of the
 // fenced-write shell example (examples/fenced_job.sh), on SQLite (issue 13).
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -29,15 +34,67 @@ using namespace cli_test;
 
 namespace {
 
+/// `pid` has exited and waits to be reaped by its parent.
+bool is_zombie(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
+}
+
 bool gone(pid_t pid) {
-  if (::kill(pid, 0) == 0) {
-    // A zombie (not yet reaped by its subreaper) counts as gone: it runs nothing.
-    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    const auto paren = stat.rfind(')');
-    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] == 'Z';
-  }
+  // A zombie (not yet reaped by its subreaper) counts as gone: it runs nothing.
+  if (::kill(pid, 0) == 0) return is_zombie(pid);
   return errno == ESRCH;
 }
+
+/// Holds `pid` (the supervisor) under ptrace from its next getdents64 on: the first system call of
+/// the /proc scan that sends a stop's SIGTERM, made after the supervisor last reaped. No hook in
+/// the supervisor: the test stops it as a debugger would (the test is the supervisor's ancestor and
+/// runs as its user; where ptrace is forbidden, e.g. Yama ptrace_scope 3, the test fails saying so).
+/// Detaches (the process runs on) when destroyed.
+class held_at_scan {
+ public:
+  explicit held_at_scan(pid_t pid) : pid_(pid) {
+    if (::ptrace(PTRACE_SEIZE, pid_, nullptr, reinterpret_cast<void*>(PTRACE_O_TRACESYSGOOD)) != 0) {
+      why_ = std::string("ptrace(PTRACE_SEIZE) of the supervisor: ") + std::strerror(errno);
+      return;
+    }
+    attached_ = true;
+    ::ptrace(PTRACE_INTERRUPT, pid_, nullptr, nullptr);
+    for (;;) {
+      int status = 0;
+      if (::waitpid(pid_, &status, __WALL) != pid_ || !WIFSTOPPED(status)) {
+        why_ = "the supervisor ended while traced";
+        attached_ = false;
+        return;
+      }
+      const int stop = WSTOPSIG(status);
+      int signo = 0;  // a signal to pass on: none for a system-call stop or our PTRACE_INTERRUPT
+      if (stop == (SIGTRAP | 0x80)) {
+        __ptrace_syscall_info info{};
+        if (::ptrace(PTRACE_GET_SYSCALL_INFO, pid_, reinterpret_cast<void*>(sizeof info), &info) > 0 &&
+            info.op == PTRACE_SYSCALL_INFO_ENTRY && info.entry.nr == SYS_getdents64) {
+          return;  // held here until detached
+        }
+      } else if ((status >> 16) == 0) {
+        signo = stop;  // a signal-delivery stop
+      }
+      ::ptrace(PTRACE_SYSCALL, pid_, nullptr, reinterpret_cast<void*>(static_cast<long>(signo)));
+    }
+  }
+  ~held_at_scan() {
+    if (attached_) ::ptrace(PTRACE_DETACH, pid_, nullptr, nullptr);
+  }
+  held_at_scan(const held_at_scan&) = delete;
+  held_at_scan& operator=(const held_at_scan&) = delete;
+  /// Empty when the supervisor is held at the scan.
+  const std::string& why_not() const { return why_; }
+
+ private:
+  pid_t pid_;
+  bool attached_ = false;
+  std::string why_;
+};
 
 class cli_hold : public sqlite_fixture {
  protected:
@@ -107,6 +164,38 @@ TEST_F(cli_hold, max_hold_reached_while_leftovers_of_an_ended_command_stop_keeps
                                       path("ready") + " ]; do sleep 0.02; done; exit 5"));
   EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_GE(r.elapsed, 1500ms) << "the leftover was killed --grace after CMD's exit, past --max-hold";
+  EXPECT_EQ(held_count(), 0u);
+}
+
+TEST_F(cli_hold, a_command_that_exits_between_the_supervisor_s_reap_and_its_sigterm_keeps_its_exit_code) {
+  // The supervisor reaps, then learns of the --max-hold stop and scans /proc to send SIGTERM; CMD
+  // exits 3 by itself in between, so the scan finds it a zombie, not yet reaped. The supervisor's
+  // check just before the kill (waitid WNOWAIT) must see that CMD had exited: the stop did not end
+  // it, and run passes its 3 on, not 76. The test holds the supervisor (ptrace) at the start of
+  // that scan, lets CMD exit, waits until it is a zombie, then lets the supervisor go on.
+  const auto fifo = path("go");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0) << std::strerror(errno);
+  auto p = start(run_args("job", {"--ttl", "30s", "--grace", "2s", "--max-hold", "1s"},
+                          "echo $$ $PPID > " + path("pids") + "; read x < " + fifo + "; exit 3"));
+  ASSERT_TRUE(wait_for_file(path("pids")));
+  std::istringstream pids(read_file(path("pids")));
+  pid_t cmd = 0, supervisor = 0;
+  pids >> cmd >> supervisor;
+  ASSERT_GT(supervisor, 0);
+  {
+    held_at_scan held(supervisor);  // returns once run asked for the stop at --max-hold
+    ASSERT_EQ(held.why_not(), "");
+    const int w = ::open(fifo.c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(w, 0) << std::strerror(errno);
+    ASSERT_EQ(::write(w, "\n", 1), 1);
+    ::close(w);
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (!is_zombie(cmd) && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+    ASSERT_TRUE(is_zombie(cmd)) << "CMD did not exit";
+  }
+  const auto r = p->wait(10s);
+  EXPECT_EQ(r.exit_code, 3) << r.err;
+  EXPECT_NE(r.err.find("had ended by itself"), std::string::npos) << r.err;
   EXPECT_EQ(held_count(), 0u);
 }
 

@@ -342,6 +342,56 @@ TEST(ReleaseOutbox, KeepsAReleaseTheServerRolledBackAndSendsItAgainSoon) {
   expect_kept_then_sent_again([](d::fake_backend& b) { b.conflict(d::fake_op::release, 1); }, 60ms);
 }
 
+// The two ramps of resend_pause: from 50 ms to 1 s when the server answered (busy, rolled back,
+// cancelled), from 250 ms to 2 s when it did not; each doubles per earlier failure.
+TEST(ReleaseOutbox, ReSendsBackOffFrom50msAfterAnAnswerAndFrom250msWithoutOne) {
+  const sqllock::deadlock_detected rolled_back("deadlock victim");
+  const sqllock::lock_not_available busy("busy");
+  const sqllock::connection_lost no_answer("no answer");
+  const std::vector<milliseconds> answered{50ms, 100ms, 200ms, 400ms, 800ms, 1000ms, 1000ms, 1000ms};
+  const std::vector<milliseconds> unanswered{250ms, 500ms, 1000ms, 2000ms, 2000ms, 2000ms, 2000ms, 2000ms};
+  for (int tries = 0; tries < 8; ++tries) {
+    EXPECT_EQ(d::resend_pause(rolled_back, tries), answered[tries]) << tries;
+    EXPECT_EQ(d::resend_pause(busy, tries), answered[tries]) << tries;
+    EXPECT_EQ(d::resend_pause(no_answer, tries), unanswered[tries]) << tries;
+  }
+  EXPECT_EQ(d::resend_pause(rolled_back, 1000), 1000ms);
+}
+
+// A release the server keeps rolling back (a deadlock victim every time) is sent again on a ramp,
+// not every 50 ms until it gives up (20 statements a second into the conflict). The outbox reads
+// steady_clock itself, so the test keeps its own clock: each flush is made at the moment the outbox
+// says the release is due (next_due), and the pause it chose is read right after the flush; 3 s of
+// that clock pass in no time.
+TEST(ReleaseOutbox, AReleaseTheServerKeepsRollingBackIsSentAgainOnADoublingRamp) {
+  auto db = std::make_shared<d::fake_database>();
+  d::fake_backend b(db);
+  auto got = b.acquire({"n", "h", "o1", 60s, steady::now() + 1s});
+  ASSERT_TRUE(got.acquired);
+  d::release_outbox box;
+  box.add({{"n", "o1", got.token}, 0ms, {}}, steady::now() + 60s);
+  b.conflict(d::fake_op::release, 1000000);
+  std::vector<milliseconds> pauses;
+  milliseconds elapsed{0};
+  while (elapsed < 3s && pauses.size() < 100) {
+    EXPECT_TRUE(box.flush(b, d::lane::watchdog, box.next_due()).empty());
+    ASSERT_TRUE(box.has("n")) << "the release was dropped";
+    pauses.push_back(std::chrono::ceil<milliseconds>(box.next_due() - steady::now()));
+    elapsed += pauses.back();
+  }
+  const int sends = b.count(d::fake_op::release);
+  EXPECT_LE(sends, 8) << "a release rolled back every time was sent " << sends << " times in 3 s";
+  EXPECT_LE(pauses.front(), 50ms) << "the first re-send is not soon";
+  for (std::size_t i = 1; i < pauses.size(); ++i) {
+    EXPECT_GE(pauses[i] + 2ms, pauses[i - 1]) << "the pause shrank at re-send " << i;
+  }
+  EXPECT_GE(pauses.back(), 900ms) << "the ramp does not reach its cap";
+  EXPECT_LE(pauses.back(), 1000ms) << "the ramp passed its 1 s cap";
+  b.heal(d::fake_op::release);
+  EXPECT_EQ(box.flush(b, d::lane::watchdog, box.next_due()), std::vector<std::string>{"n"});
+  EXPECT_FALSE(b.inspect("n"));
+}
+
 TEST(ReleaseOutbox, GivesUpOnceTheLeaseHasExpiredAnyway) {
   auto db = std::make_shared<d::fake_database>();
   d::fake_backend b(db);

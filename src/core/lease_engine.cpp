@@ -1043,6 +1043,10 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
   }
 }
 
+bool lease_engine::usable(const lease_state& hold) const noexcept {
+  return !hold.finished.load() && book_.usable(*hold.acq, steady::now());
+}
+
 void lease_engine::renew(lease_state& hold) {
   if (hold.finished.load()) {
     throw not_holder("renew: lease '" + hold.acq->ref.name + "' was already released by this guard", std::string(db_->kind()),

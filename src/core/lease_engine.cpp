@@ -884,8 +884,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   backoff_state backoff;
   bool events = false;
-  auto live_writer = [&]() -> bool {
-    writer = db_->inspect(wrow);
+  // `after_guards`: the check after storing the reader row, which waits for a transaction guarding
+  // the writer row (require_lease) to end, so that no guarded write commits while a reader holds.
+  auto live_writer = [&](bool after_guards) -> bool {
+    writer = after_guards ? db_->inspect_writer_after_guards(wrow) : db_->inspect(wrow);
     return writer && writer->time_left.count() > 0;
   };
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
@@ -906,7 +908,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
       bool take = first || downgrade || reentry;
       if (!take) {
         try {
-          take = !live_writer();
+          take = !live_writer(false);
           last_error = nullptr;
         } catch (const connection_lost&) {
           last_error = std::current_exception();  // waiting: ride it out until the deadline
@@ -924,7 +926,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
         // read is seen here, one that takes it after sees the reader row when it drains.
         bool blocked = true;
         try {
-          blocked = live_writer();
+          blocked = live_writer(true);
           last_error = nullptr;
         } catch (const connection_lost&) {
           release_quietly(*h);

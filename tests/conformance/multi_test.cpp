@@ -90,11 +90,11 @@ TEST(MultiLock, ANameLostWhileWaitingForTheOthersIsNeverReturned) {
 // point is lost: lease_guard::usable) and take the set afresh, not return a lease another client
 // may take over at any moment with lost() still false.
 TEST(MultiLock, ALeasePastItsLossPointIsNeverReturnedWhenTheDeadlineThreadIsLate) {
+  std::atomic<bool> stalled{false}, unstall{false};  // outlive `a`, whose deadline thread reads them
   auto a = make_client();
   auto b = make_client();
   auto n = names_of("multi_late", 2);
   std::sort(n.begin(), n.end());
-  std::atomic<bool> stalled{false}, unstall{false};
   struct unstaller {
     std::atomic<bool>& flag;
     ~unstaller() { flag = true; }  // before `a` is destroyed (its deadline thread is joined)

@@ -401,6 +401,7 @@ TEST(ReadWrite, BadInputIsRefused) {
 // holder's own client has not reported the loss yet (its deadline thread is held up here by a
 // blocking on_at_risk, as a paused process would be), so the database's row decides, not lost().
 TEST(ReadWrite, AWriteHoldGuardsATransactionUntilItIsTakenOver) {
+  std::atomic<bool> unstall{false};  // outlives `a`, whose deadline thread reads it
   auto a = make_client();
   auto b = make_client();
   user_table t(a, {{1, 10}});
@@ -414,7 +415,6 @@ TEST(ReadWrite, AWriteHoldGuardsATransactionUntilItIsTakenOver) {
     tx.commit();
     EXPECT_EQ(t.qty(1), 11) << "a live write hold's guarded write was not committed";
   }
-  std::atomic<bool> unstall{false};
   struct unstaller {
     std::atomic<bool>& flag;
     ~unstaller() { flag = true; }  // before `a` is destroyed (its deadline thread is joined)
@@ -445,4 +445,33 @@ TEST(ReadWrite, AWriteHoldGuardsATransactionUntilItIsTakenOver) {
     unstall = true;
     taker->release();
   }
+}
+
+// A guarded transaction of a write hold keeps the name's readers out, as it keeps a takeover of a
+// lock out (Fencing.AGuardedTransactionHoldsOffTakeoverUntilItEnds): the writer is paused past its
+// TTL with the transaction open, and a reader comes in only after the transaction has ended, so the
+// guarded write never commits while a reader holds the name.
+TEST(ReadWrite, AGuardedWriteHoldKeepsReadersOutUntilItsTransactionEnds) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("rw_guard_readers");
+  auto w = a.try_acquire_write(name, {.ttl = 400ms, .auto_renew = false});
+  ASSERT_TRUE(w);
+  auto tx = a.begin();
+  tx.require_lease(*w);
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  std::atomic<clock::rep> entered{0};
+  std::jthread reader([&] {
+    auto r = b.acquire_read_for(name, 20s, {.ttl = 5s});
+    entered = clock::now().time_since_epoch().count();
+  });
+  std::this_thread::sleep_for(800ms);  // the writer "pauses" past its TTL, its transaction still open
+  EXPECT_EQ(entered.load(), 0) << "a reader came in while a guarded transaction of the write hold was open";
+  const auto committed = clock::now();
+  tx.commit();
+  reader.join();
+  ASSERT_NE(entered.load(), 0);
+  EXPECT_GE(clock::time_point(clock::duration(entered.load())), committed);
+  EXPECT_EQ(t.qty(1), 11);
 }

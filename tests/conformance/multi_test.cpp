@@ -84,36 +84,25 @@ TEST(MultiLock, ANameLostWhileWaitingForTheOthersIsNeverReturned) {
 }
 
 // The client's deadline thread reports a loss (lost()) at the lease's loss point only when it runs
-// in time. Here it is held up (a blocking on_at_risk of another lease of the client, as a
-// descheduled thread would be) while the set's first lease, not renewed, passes its loss point
-// waiting for the second name: acquire_all must apply the engine's own rule (a lease past its loss
-// point is lost: lease_guard::usable) and take the set afresh, not return a lease another client
-// may take over at any moment with lost() still false.
+// in time. Here it is held up (deadline_stall, as a descheduled thread would be) while the set's
+// first lease, not renewed, passes its loss point waiting for the second name: acquire_all must
+// apply the engine's own rule (a lease past its loss point is lost: lease_guard::usable) and take
+// the set afresh, not return a lease another client may take over at any moment with lost() still
+// false (it did, 121 ms past the loss point).
 TEST(MultiLock, ALeasePastItsLossPointIsNeverReturnedWhenTheDeadlineThreadIsLate) {
-  std::atomic<bool> stalled{false}, unstall{false};  // outlive `a`, whose deadline thread reads them
   auto a = make_client();
   auto b = make_client();
   auto n = names_of("multi_late", 2);
   std::sort(n.begin(), n.end());
-  struct unstaller {
-    std::atomic<bool>& flag;
-    ~unstaller() { flag = true; }  // before `a` is destroyed (its deadline thread is joined)
-  } unstall_at_exit{unstall};
-  auto stall = a.try_acquire(unique_name("multi_late_stall"),
-                             {.ttl = 300ms, .auto_renew = false, .on_at_risk = [&](const std::string&, std::int64_t) {
-                                stalled = true;
-                                const auto until = clock::now() + 10s;
-                                while (!unstall && clock::now() < until) std::this_thread::sleep_for(5ms);
-                              }});
-  ASSERT_TRUE(stall);
-  ASSERT_TRUE(eventually([&] { return stalled.load(); }, 3s)) << "the deadline thread never ran on_at_risk";
   auto blocker = b.try_acquire(n[1], {.ttl = 30s});
   ASSERT_TRUE(blocker);
+  deadline_stall stall(a);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
   std::jthread freer([&] {
-    std::this_thread::sleep_for(500ms);  // past the first lease's loss point (380 ms)
+    std::this_thread::sleep_for(400ms);  // past the first lease's loss point (285 ms)
     blocker->release();
   });
-  const sqllock::lease_options opts{.ttl = 400ms, .auto_renew = false};
+  const sqllock::lease_options opts{.ttl = 300ms, .auto_renew = false};
   auto g = sqllock::acquire_all(a, n, 5s, opts);
   const auto returned = clock::now();
   for (const auto& name : n) {
@@ -124,7 +113,6 @@ TEST(MultiLock, ALeasePastItsLossPointIsNeverReturnedWhenTheDeadlineThreadIsLate
         << " ms past its loss point, lost() == " << lease.lost();
   }
   EXPECT_TRUE(g.usable());
-  unstall = true;
   g.release();
   EXPECT_FALSE(g.usable()) << "a released set is not usable";
 }

@@ -398,10 +398,9 @@ TEST(ReadWrite, BadInputIsRefused) {
 // lock's lease: the check reads the writer row the hold owns. Live, the guarded write commits. Once
 // the lease expired on the database's clock and another writer, then a reader, took the name over,
 // the guard is refused with lease_lost and the transaction's write is not committed, also while the
-// holder's own client has not reported the loss yet (its deadline thread is held up here by a
-// blocking on_at_risk, as a paused process would be), so the database's row decides, not lost().
+// holder's own client has not reported the loss (its deadline thread is held up, as a paused
+// process's would be), so the database's row decides, not lost().
 TEST(ReadWrite, AWriteHoldGuardsATransactionUntilItIsTakenOver) {
-  std::atomic<bool> unstall{false};  // outlives `a`, whose deadline thread reads it
   auto a = make_client();
   auto b = make_client();
   user_table t(a, {{1, 10}});
@@ -415,18 +414,11 @@ TEST(ReadWrite, AWriteHoldGuardsATransactionUntilItIsTakenOver) {
     tx.commit();
     EXPECT_EQ(t.qty(1), 11) << "a live write hold's guarded write was not committed";
   }
-  struct unstaller {
-    std::atomic<bool>& flag;
-    ~unstaller() { flag = true; }  // before `a` is destroyed (its deadline thread is joined)
-  } unstall_at_exit{unstall};
-  const auto stall = [&](const std::string&, std::int64_t) {
-    const auto until = clock::now() + 10s;
-    while (!unstall && clock::now() < until) std::this_thread::sleep_for(5ms);
-  };
+  deadline_stall stall(a);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
   for (const bool by_reader : {false, true}) {
     SCOPED_TRACE(by_reader ? "taken over by a reader" : "taken over by a writer");
-    unstall = false;
-    auto w = a.try_acquire_write(name, {.ttl = 300ms, .auto_renew = false, .on_at_risk = stall});
+    auto w = a.try_acquire_write(name, {.ttl = 200ms, .auto_renew = false});
     ASSERT_TRUE(w);
     std::optional<sqllock::lease_guard> taker;
     if (by_reader) {
@@ -442,7 +434,6 @@ TEST(ReadWrite, AWriteHoldGuardsATransactionUntilItIsTakenOver) {
       EXPECT_THROW(tx.commit(), sqllock::lease_lost);
     }
     EXPECT_EQ(t.qty(1), 11) << "a write of a transaction guarded by a taken-over write hold was committed";
-    unstall = true;
     taker->release();
   }
 }
@@ -456,7 +447,7 @@ TEST(ReadWrite, AGuardedWriteHoldKeepsReadersOutUntilItsTransactionEnds) {
   auto b = make_client();
   user_table t(a, {{1, 10}});
   const auto name = unique_name("rw_guard_readers");
-  auto w = a.try_acquire_write(name, {.ttl = 400ms, .auto_renew = false});
+  auto w = a.try_acquire_write(name, {.ttl = 300ms, .auto_renew = false});
   ASSERT_TRUE(w);
   auto tx = a.begin();
   tx.require_lease(*w);
@@ -466,7 +457,7 @@ TEST(ReadWrite, AGuardedWriteHoldKeepsReadersOutUntilItsTransactionEnds) {
     auto r = b.acquire_read_for(name, 20s, {.ttl = 5s});
     entered = clock::now().time_since_epoch().count();
   });
-  std::this_thread::sleep_for(800ms);  // the writer "pauses" past its TTL, its transaction still open
+  std::this_thread::sleep_for(500ms);  // the writer "pauses" past its TTL, its transaction still open
   EXPECT_EQ(entered.load(), 0) << "a reader came in while a guarded transaction of the write hold was open";
   const auto committed = clock::now();
   tx.commit();

@@ -210,6 +210,12 @@ class backend {
   virtual bool force_release(const std::string& name) = 0;
   /// The row of one name, if it has a holder (live or expired).
   virtual std::optional<lock_info> inspect(const std::string& name) = 0;
+  /// inspect() of a reader-writer lease's writer row by a reader that has stored its own row: a
+  /// read that waits for a transaction guarding the writer row (transaction::require_lease) to end,
+  /// so that the guarded write commits before any reader comes in. The default reads plainly, for
+  /// a backend whose guarded transaction already holds off the reader's row (SQLite: the guard's
+  /// transaction holds the database's one write lock).
+  virtual std::optional<lock_info> inspect_writer_after_guards(const std::string& name) { return inspect(name); }
   /// Every lock with a live lease, ordered by name.
   virtual std::vector<lock_info> list_locks() = 0;
   /// The live lease whose name is in [lo, hi) (bytewise) that ends last, if any: one statement on

@@ -55,6 +55,7 @@ std::int64_t lease_guard::fencing_token() const { return checked(state_).acq->re
 std::int64_t lease_guard::hold_count() const { return checked(state_).hold_count; }
 bool lease_guard::lost() const noexcept { return state_ && state_->acq->lost.load(); }
 bool lease_guard::owns() const noexcept { return state_ && !state_->finished.load(); }
+bool lease_guard::usable() const noexcept { return state_ && state_->engine->usable(*state_); }
 const std::string& lease_guard::owner_id() const { return checked(state_).acq->ref.owner; }
 steady::time_point lease_guard::valid_until() const { return checked(state_).acq->valid_until_time(); }
 const std::string& lease_guard::lock_table() const { return checked(state_).engine->options().table; }

@@ -892,8 +892,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   backoff_state backoff;
   bool events = false;
-  auto live_writer = [&]() -> bool {
-    writer = db_->inspect(wrow);
+  // `after_guards`: the check after storing the reader row, which waits for a transaction guarding
+  // the writer row (require_lease) to end, so that no guarded write commits while a reader holds.
+  auto live_writer = [&](bool after_guards) -> bool {
+    writer = after_guards ? db_->inspect_writer_after_guards(wrow) : db_->inspect(wrow);
     return writer && writer->time_left.count() > 0;
   };
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
@@ -914,7 +916,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
       bool take = first || downgrade || reentry;
       if (!take) {
         try {
-          take = !live_writer();
+          take = !live_writer(false);
           last_error = nullptr;
         } catch (const connection_lost&) {
           last_error = std::current_exception();  // waiting: ride it out until the deadline
@@ -938,7 +940,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
         bool blocked = true;
         bool dropped = false;
         try {
-          blocked = live_writer();
+          blocked = live_writer(true);
           last_error = nullptr;
         } catch (const connection_lost&) {
           release_quietly(*h);
@@ -1060,6 +1062,10 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
       throw;
     }
   }
+}
+
+bool lease_engine::usable(const lease_state& hold) const noexcept {
+  return !hold.finished.load() && book_.usable(*hold.acq, steady::now());
 }
 
 void lease_engine::renew(lease_state& hold) {

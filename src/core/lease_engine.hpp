@@ -71,6 +71,9 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   void release(lease_state& hold, std::optional<steady::time_point> by = std::nullopt);
   /// Renew now (explicit lease_guard::renew()).
   void renew(lease_state& hold);
+  /// `hold` may be relied on now (lease_guard::usable): not finished, and its acquisition usable by
+  /// the book's rule (not lost, not released, before its loss point), the rule every hand-out obeys.
+  bool usable(const lease_state& hold) const noexcept;
 
   std::optional<lock_info> inspect(const std::string& name);
   /// The live writer or reader row of the reader-writer lease `name` that ends last, if any.

@@ -58,6 +58,7 @@ struct statement_set {
         release_plain(statement_text("lease_release_no_returning", table)),
         force_release(statement_text("lease_force_release", table)),
         inspect(statement_text("lease_inspect", table)),
+        writer_check(statement_text("rw_writer_check", table)),
         list(statement_text("lease_list", table)),
         live_range(statement_text("lease_live_in_range", table)),
         semaphore_register(statement_text("semaphore_register", table)),
@@ -80,7 +81,7 @@ struct statement_set {
         sync_wait(statement_text("session_sync_wait", table)) {}
   std::string acquire, acquire_plain, acquire_result, acquire_fenced, acquire_fenced_plain, fence_advance,
       fence_advance_plain, fence_read, fence_floor, fence_lift, renew, renew_check, release, release_plain, force_release,
-      inspect, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
+      inspect, writer_check, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
       queue_list, fair_release, wake_take, wake_take_wait, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
       migrate_unlock, time_zone, sync_wait;
 };
@@ -276,6 +277,16 @@ class mysql_backend final : public backend {
     return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
       count_statement();
       result_rows r = c.query(sql_.inspect, {name}, "lease_inspect", true);
+      if (r.empty()) return std::nullopt;
+      return row_to_info(r[0]);
+    });
+  }
+
+  std::optional<lock_info> inspect_writer_after_guards(const std::string& name) override {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
+      count_statement();
+      result_rows r = c.query(sql_.writer_check, {name}, "rw_writer_check", true);
       if (r.empty()) return std::nullopt;
       return row_to_info(r[0]);
     });

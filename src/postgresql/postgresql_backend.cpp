@@ -166,6 +166,7 @@ class postgresql_backend final : public backend {
         release_(load("lease_release", table_)),
         force_release_(load("lease_force_release", table_)),
         inspect_(load("lease_inspect", table_)),
+        writer_check_(load("rw_writer_check", table_)),
         list_(load("lease_list", table_)),
         live_range_(load("lease_live_in_range", table_)),
         semaphore_register_(load("semaphore_register", table_)),
@@ -403,6 +404,14 @@ class postgresql_backend final : public backend {
     return info(r.get(), 0);
   }
 
+  std::optional<lock_info> inspect_writer_after_guards(const std::string& name) override {
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(writer_check_, {name}, steady::now() + io_timeout);
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    return info(r.get(), 0);
+  }
+
   std::vector<lock_info> list_locks() override {
     std::lock_guard lock(caller_mutex_);
     count_statement();
@@ -533,7 +542,7 @@ class postgresql_backend final : public backend {
   client_options options_;
   conn_target target_;
   std::string table_;
-  statement acquire_, acquire_fenced_, renew_, release_, force_release_, inspect_, list_, live_range_, semaphore_register_, semaphore_permits_,
+  statement acquire_, acquire_fenced_, renew_, release_, force_release_, inspect_, writer_check_, list_, live_range_, semaphore_register_, semaphore_permits_,
       queue_poll_, queue_state_, queue_leave_, queue_list_, fair_release_,
       schema_tables_, schema_version_, migrate_lock_, migrate_record_;
 

@@ -83,6 +83,10 @@ bool multi_lease_guard::lost() const noexcept {
   return std::any_of(leases_.begin(), leases_.end(), [](const lease_guard& g) { return g.lost(); });
 }
 
+bool multi_lease_guard::usable() const noexcept {
+  return !leases_.empty() && std::all_of(leases_.begin(), leases_.end(), [](const lease_guard& g) { return g.usable(); });
+}
+
 bool multi_lease_guard::owns() const noexcept {
   return !leases_.empty() && std::all_of(leases_.begin(), leases_.end(), [](const lease_guard& g) { return g.owns(); });
 }
@@ -125,8 +129,10 @@ multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names, 
     }
     // A lease taken early may have been lost while a later name was waited for (it expired
     // unrenewed, or was taken over): the set is not held. Give it all back and try again within
-    // the deadline, so that the caller never gets a set with a lost lease in it.
-    const auto lost = std::find_if(taken.begin(), taken.end(), [](const lease_guard& g) { return g.lost(); });
+    // the deadline, so that the caller never gets a set with a lost lease in it. Lost by the
+    // engine's own rule (usable: past its loss point counts), not only once the deadline thread,
+    // which may run late, has reported it (lost()): the engine never hands out such a lease either.
+    const auto lost = std::find_if(taken.begin(), taken.end(), [](const lease_guard& g) { return !g.usable(); });
     if (lost == taken.end()) {
       multi_lease_guard out;
       out.leases_ = std::move(taken);

@@ -3,9 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/test_support.hpp"
@@ -64,5 +68,34 @@ using clock = std::chrono::steady_clock;
 inline long long ms_since(clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t).count();
 }
+
+/// Holds up a client's deadline thread, as a descheduled thread would be, until destroyed: a lease
+/// of its own (100 ms, not renewed) whose on_lost, run on that thread, blocks (at most 10 s). The
+/// constructor returns once the thread is held (holding()); from then on that client reports no
+/// loss by its clock (lost() stays false past the loss point), but its other threads go on.
+class deadline_stall {
+ public:
+  explicit deadline_stall(sqllock::client& c) {
+    auto held = held_;
+    auto go = go_;
+    lease_ = c.try_acquire(unique_name("deadline_stall"),
+                           {.ttl = std::chrono::milliseconds(100), .auto_renew = false,
+                            .on_lost = [held, go](const std::string&, std::int64_t) {
+                              *held = true;
+                              const auto until = clock::now() + std::chrono::seconds(10);
+                              while (!*go && clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                            }});
+    if (lease_) eventually([&] { return held_->load(); }, std::chrono::seconds(3));
+  }
+  ~deadline_stall() { *go_ = true; }
+  deadline_stall(const deadline_stall&) = delete;
+  deadline_stall& operator=(const deadline_stall&) = delete;
+  bool holding() const { return held_->load(); }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> held_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<bool>> go_ = std::make_shared<std::atomic<bool>>(false);
+  std::optional<sqllock::lease_guard> lease_;
+};
 
 }  // namespace sqllock_test

@@ -83,6 +83,40 @@ TEST(MultiLock, ANameLostWhileWaitingForTheOthersIsNeverReturned) {
   EXPECT_TRUE(!info || info->holder != a.holder_id()) << "the second name was left held";
 }
 
+// The client's deadline thread reports a loss (lost()) at the lease's loss point only when it runs
+// in time. Here it is held up (deadline_stall, as a descheduled thread would be) while the set's
+// first lease, not renewed, passes its loss point waiting for the second name: acquire_all must
+// apply the engine's own rule (a lease past its loss point is lost: lease_guard::usable) and take
+// the set afresh, not return a lease another client may take over at any moment with lost() still
+// false (it did, 121 ms past the loss point).
+TEST(MultiLock, ALeasePastItsLossPointIsNeverReturnedWhenTheDeadlineThreadIsLate) {
+  auto a = make_client();
+  auto b = make_client();
+  auto n = names_of("multi_late", 2);
+  std::sort(n.begin(), n.end());
+  auto blocker = b.try_acquire(n[1], {.ttl = 30s});
+  ASSERT_TRUE(blocker);
+  deadline_stall stall(a);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
+  std::jthread freer([&] {
+    std::this_thread::sleep_for(400ms);  // past the first lease's loss point (285 ms)
+    blocker->release();
+  });
+  const sqllock::lease_options opts{.ttl = 300ms, .auto_renew = false};
+  auto g = sqllock::acquire_all(a, n, 5s, opts);
+  const auto returned = clock::now();
+  for (const auto& name : n) {
+    const auto& lease = g.lease(name);
+    EXPECT_TRUE(returned < lease.valid_until() - opts.ttl / 20)
+        << "acquire_all returned the lease of " << name << " "
+        << std::chrono::duration_cast<std::chrono::milliseconds>(returned - (lease.valid_until() - opts.ttl / 20)).count()
+        << " ms past its loss point, lost() == " << lease.lost();
+  }
+  EXPECT_TRUE(g.usable());
+  g.release();
+  EXPECT_FALSE(g.usable()) << "a released set is not usable";
+}
+
 TEST(MultiLock, OneNameHeldElsewhereLeavesNothingHeld) {
   auto a = make_client();
   auto b = make_client();

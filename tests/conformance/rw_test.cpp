@@ -3,6 +3,7 @@
 // refused; a writer that gives up leaves nothing held.
 #include <atomic>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <stop_token>
 #include <thread>
@@ -391,4 +392,77 @@ TEST(ReadWrite, BadInputIsRefused) {
   EXPECT_THROW(a.try_acquire_write(std::string(256, 'x')), sqllock::invalid_argument);
   EXPECT_THROW(a.acquire_read_for("x", -1ms), sqllock::invalid_argument);
   EXPECT_THROW(a.acquire_write_for("x", 1s, {.ttl = 0ms}), sqllock::invalid_argument);
+}
+
+// A write hold of a reader-writer lease guards a transaction (transaction::require_lease) like a
+// lock's lease: the check reads the writer row the hold owns. Live, the guarded write commits. Once
+// the lease expired on the database's clock and another writer, then a reader, took the name over,
+// the guard is refused with lease_lost and the transaction's write is not committed, also while the
+// holder's own client has not reported the loss (its deadline thread is held up, as a paused
+// process's would be), so the database's row decides, not lost().
+TEST(ReadWrite, AWriteHoldGuardsATransactionUntilItIsTakenOver) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("rw_guard");
+  {
+    auto w = a.try_acquire_write(name);
+    ASSERT_TRUE(w);
+    auto tx = a.begin();
+    tx.require_lease(*w);
+    tx.execute("UPDATE " + t.name() + " SET qty = 11 WHERE id = ?", {std::int64_t{1}});
+    tx.commit();
+    EXPECT_EQ(t.qty(1), 11) << "a live write hold's guarded write was not committed";
+  }
+  deadline_stall stall(a);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
+  for (const bool by_reader : {false, true}) {
+    SCOPED_TRACE(by_reader ? "taken over by a reader" : "taken over by a writer");
+    auto w = a.try_acquire_write(name, {.ttl = 200ms, .auto_renew = false});
+    ASSERT_TRUE(w);
+    std::optional<sqllock::lease_guard> taker;
+    if (by_reader) {
+      taker = b.acquire_read_for(name, 5s);
+    } else {
+      taker = b.acquire_write_for(name, 5s);
+    }
+    ASSERT_FALSE(w->lost()) << "not the case under test: the loss was reported before the guard";
+    {
+      auto tx = a.begin();
+      tx.execute("UPDATE " + t.name() + " SET qty = 99 WHERE id = ?", {std::int64_t{1}});
+      EXPECT_THROW(tx.require_lease(*w), sqllock::lease_lost) << "the guard passed on a write hold taken over";
+      EXPECT_THROW(tx.commit(), sqllock::lease_lost);
+    }
+    EXPECT_EQ(t.qty(1), 11) << "a write of a transaction guarded by a taken-over write hold was committed";
+    taker->release();
+  }
+}
+
+// A guarded transaction of a write hold keeps the name's readers out, as it keeps a takeover of a
+// lock out (Fencing.AGuardedTransactionHoldsOffTakeoverUntilItEnds): the writer is paused past its
+// TTL with the transaction open, and a reader comes in only after the transaction has ended, so the
+// guarded write never commits while a reader holds the name.
+TEST(ReadWrite, AGuardedWriteHoldKeepsReadersOutUntilItsTransactionEnds) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("rw_guard_readers");
+  auto w = a.try_acquire_write(name, {.ttl = 300ms, .auto_renew = false});
+  ASSERT_TRUE(w);
+  auto tx = a.begin();
+  tx.require_lease(*w);
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  std::atomic<clock::rep> entered{0};
+  std::jthread reader([&] {
+    auto r = b.acquire_read_for(name, 20s, {.ttl = 5s});
+    entered = clock::now().time_since_epoch().count();
+  });
+  std::this_thread::sleep_for(500ms);  // the writer "pauses" past its TTL, its transaction still open
+  EXPECT_EQ(entered.load(), 0) << "a reader came in while a guarded transaction of the write hold was open";
+  const auto committed = clock::now();
+  tx.commit();
+  reader.join();
+  ASSERT_NE(entered.load(), 0);
+  EXPECT_GE(clock::time_point(clock::duration(entered.load())), committed);
+  EXPECT_EQ(t.qty(1), 11);
 }

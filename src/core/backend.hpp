@@ -216,6 +216,10 @@ class backend {
   /// a backend whose guarded transaction already holds off the reader's row (SQLite: the guard's
   /// transaction holds the database's one write lock).
   virtual std::optional<lock_info> inspect_writer_after_guards(const std::string& name) { return inspect(name); }
+  /// Whether inspect_writer_after_guards() is a locking read (it may wait for a guarded
+  /// transaction): the engine then sends it only after a plain inspect() found no live writer, so
+  /// that a reader beside a live writer steps aside without waiting for that writer's transactions.
+  virtual bool guards_hold_off_readers() const noexcept { return false; }
   /// Every lock with a live lease, ordered by name.
   virtual std::vector<lock_info> list_locks() = 0;
   /// The live lease whose name is in [lo, hi) (bytewise) that ends last, if any: one statement on

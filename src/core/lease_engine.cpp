@@ -892,10 +892,14 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   backoff_state backoff;
   bool events = false;
-  // `after_guards`: the check after storing the reader row, which waits for a transaction guarding
-  // the writer row (require_lease) to end, so that no guarded write commits while a reader holds.
+  // `after_guards`: the check after storing the reader row. A live writer (plain read) means step
+  // aside at once; otherwise, where a guarded transaction can outlive its writer's lease, a locking
+  // read waits for it to end, so that no guarded write commits while a reader holds.
   auto live_writer = [&](bool after_guards) -> bool {
-    writer = after_guards ? db_->inspect_writer_after_guards(wrow) : db_->inspect(wrow);
+    writer = db_->inspect(wrow);
+    if (writer && writer->time_left.count() > 0) return true;
+    if (!after_guards || !db_->guards_hold_off_readers()) return false;
+    writer = db_->inspect_writer_after_guards(wrow);
     return writer && writer->time_left.count() > 0;
   };
   auto give_up = [&]() -> std::shared_ptr<lease_state> {

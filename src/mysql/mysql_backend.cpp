@@ -282,6 +282,8 @@ class mysql_backend final : public backend {
     });
   }
 
+  bool guards_hold_off_readers() const noexcept override { return true; }
+
   std::optional<lock_info> inspect_writer_after_guards(const std::string& name) override {
     std::lock_guard lock(caller_mutex_);
     return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {

@@ -404,6 +404,8 @@ class postgresql_backend final : public backend {
     return info(r.get(), 0);
   }
 
+  bool guards_hold_off_readers() const noexcept override { return true; }
+
   std::optional<lock_info> inspect_writer_after_guards(const std::string& name) override {
     std::lock_guard lock(caller_mutex_);
     count_statement();

@@ -466,3 +466,28 @@ TEST(ReadWrite, AGuardedWriteHoldKeepsReadersOutUntilItsTransactionEnds) {
   EXPECT_GE(clock::time_point(clock::duration(entered.load())), committed);
   EXPECT_EQ(t.qty(1), 11);
 }
+
+// The reader's look at the writer row waits for a guarded transaction only when the writer's lease
+// is no longer live (the case above): beside a live writer a reader steps aside at once, so a
+// try_acquire_read answers at once while the writer's guarded transaction stays open. (A locking
+// read alone made it wait for the transaction to end, up to the 10 s statement bound.)
+TEST(ReadWrite, ATryReadBesideALiveWriterInAGuardedTransactionAnswersAtOnce) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("rw_guard_try");
+  auto w = a.try_acquire_write(name, {.ttl = 10s});
+  ASSERT_TRUE(w);
+  auto tx = a.begin();
+  tx.require_lease(*w);
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  std::atomic<int> answer{-1};  // -1: no answer yet; 0: not acquired; 1: acquired
+  std::jthread reader([&] { answer = b.try_acquire_read(name).has_value() ? 1 : 0; });
+  const auto until = clock::now() + 3s;
+  while (answer.load() < 0 && clock::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(answer.load(), 0) << "-1: the try waited for the live writer's guarded transaction; 1: it was acquired beside the writer";
+  tx.commit();
+  reader.join();
+  EXPECT_EQ(answer.load(), 0);
+  EXPECT_EQ(t.qty(1), 11);
+}

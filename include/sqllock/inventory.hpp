@@ -72,7 +72,9 @@ struct SQLLOCK_EXPORT reserve_options {
   /// Optional idempotency key (1..255 bytes): the first request with this key is applied and its
   /// outcome stored in idempotency_table in the same transaction; a repeated request (e.g. a retry
   /// after the answer was lost) gets the stored outcome back with `replayed` set and changes
-  /// nothing. Reusing a key for a different request throws invalid_argument.
+  /// nothing. Reusing a key for a different request throws invalid_argument. Requests with the same
+  /// merged items (same keys and total quantities) are the same request: a replay answers for the
+  /// items as this call lists them (new_quantities, failed_item in this request's order).
   std::optional<std::string> idempotency_key;
   /// Created by create_idempotency_table (validated identifier).
   std::string idempotency_table = "sqllock_idempotency";

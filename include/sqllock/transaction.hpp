@@ -138,6 +138,8 @@ class SQLLOCK_EXPORT transaction {
   ~transaction();
 
   /// Commit. Throws on failure (e.g. serialization_failure); the transaction is then finished.
+  /// connection_lost from commit() means the outcome is unknown: the answer may have been lost
+  /// after the database committed (make the write idempotent, or check, before running it again).
   void commit();
   /// Roll back now. Idempotent after commit/rollback.
   void rollback();
@@ -198,6 +200,8 @@ SQLLOCK_EXPORT void retry_backoff_sleep(const retry_policy& policy, int attempt)
 /// Run `fn(transaction&)` in a fresh transaction and commit; on a retryable error (version
 /// conflict, deadlock, serialization failure) roll back, wait a jittered back-off and run the
 /// whole function again, at most policy.max_attempts times; then throw retries_exhausted.
+/// Any other error ends it at once, connection_lost too: never run again, since its COMMIT may have
+/// been applied (see transaction::commit).
 /// `begin` is anything with `transaction begin(const transaction_options&)` (a sqllock::client).
 template <class Begin, class Fn>
 auto with_retry(Begin& begin, Fn&& fn, const retry_policy& policy = {}, retry_stats* stats = nullptr)

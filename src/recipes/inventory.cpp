@@ -244,9 +244,27 @@ void backoff(const reserve_options& o, int attempt) {
   retry_backoff_sleep(policy, attempt);
 }
 
-// The stored outcome of an idempotency key, if any (a fresh transaction).
+// What the idempotency table's `quantities` column keeps, by merged line (sorted keys), so that a
+// replay answers for the request it is given, whose items may come in another order or be split
+// differently (the same merged lines, so the same hash): "L:q0,q1,..." (applied: each line's new
+// quantity) or "F:k" (refused: line k failed). Rows written before had the quantities in their own
+// request's order and no prefix.
+std::string stored_lines(const reserve_result& r, const std::vector<line>& lines) {
+  if (r.outcome == status::applied) {
+    std::vector<std::int64_t> per_line;
+    for (const auto& l : lines) per_line.push_back(r.new_quantities.at(l.first_index));
+    return "L:" + join(per_line);
+  }
+  for (std::size_t k = 0; k < lines.size(); ++k) {
+    if (lines[k].first_index == r.failed_item) return "F:" + std::to_string(k);
+  }
+  return std::string();
+}
+
+// The stored outcome of an idempotency key, if any (a fresh transaction), for this request.
 std::optional<reserve_result> stored_outcome(client& c, const names& n, const reserve_options& o,
-                                             const std::string& hash) {
+                                             const std::string& hash, const std::vector<line>& lines,
+                                             std::size_t request_size) {
   auto tx = c.begin(o.transaction);
   auto rows = tx.query(
       "SELECT request_hash, outcome, failed_item, available, quantities FROM " + n.idem + " WHERE idem_key = ?",
@@ -261,7 +279,29 @@ std::optional<reserve_result> stored_outcome(client& c, const names& n, const re
   r.outcome = parse_status(row[1].value_or(""));
   r.failed_item = static_cast<std::size_t>(row[2] ? int_of(row[2]) : 0);
   r.available = row[3] ? int_of(row[3]) : 0;
-  r.new_quantities = split_ints(row[4].value_or(""));
+  const std::string q = row[4].value_or("");
+  const auto different = [] {
+    return invalid_argument("reserve: the idempotency key was already used for a request with other items");
+  };
+  if (q.starts_with("L:")) {
+    const auto per_line = split_ints(q.substr(2));
+    if (r.outcome != status::applied || per_line.size() != lines.size()) throw different();
+    r.new_quantities.assign(request_size, 0);
+    for (std::size_t k = 0; k < lines.size(); ++k) {
+      for (auto i : lines[k].indices) r.new_quantities[i] = per_line[k];
+    }
+  } else if (q.starts_with("F:")) {
+    const auto k = split_ints(q.substr(2));
+    if (k.size() != 1 || k[0] < 0 || static_cast<std::size_t>(k[0]) >= lines.size()) throw different();
+    r.failed_item = lines[static_cast<std::size_t>(k[0])].first_index;
+  } else {
+    // Written by an older version, in its own request's order: usable only if it fits this one.
+    r.new_quantities = split_ints(q);
+    if ((r.outcome == status::applied && r.new_quantities.size() != request_size) ||
+        (r.outcome != status::applied && r.failed_item >= request_size)) {
+      throw different();
+    }
+  }
   r.replayed = true;
   return r;
 }
@@ -331,15 +371,15 @@ reserve_result reserve(client& c, const stock_table& table, const std::vector<st
           tx.rollback();
           if (!o.idempotency_key) return r;
           auto tx2 = c.begin(o.transaction);
-          duplicate =
-              tx2.execute(insert_key, {*o.idempotency_key, hash, std::string(status_text(r.outcome)),
-                                       static_cast<std::int64_t>(r.failed_item), r.available, std::string()}) == 0;
+          duplicate = tx2.execute(insert_key,
+                                  {*o.idempotency_key, hash, std::string(status_text(r.outcome)),
+                                   static_cast<std::int64_t>(r.failed_item), r.available, stored_lines(r, lines)}) == 0;
           tx2.commit();
           if (!duplicate) return r;
         } else {
           if (o.idempotency_key) {
             tx.execute("UPDATE " + n.idem + " SET outcome = ?, quantities = ? WHERE idem_key = ?",
-                       {std::string("applied"), join(r.new_quantities), *o.idempotency_key});
+                       {std::string("applied"), stored_lines(r, lines), *o.idempotency_key});
           }
           tx.commit();
           return r;
@@ -350,7 +390,7 @@ reserve_result reserve(client& c, const stock_table& table, const std::vector<st
       // A bounded row-lock wait ran out: another run, like a conflict.
     }
     if (duplicate) {
-      if (auto r = stored_outcome(c, n, o, hash)) {
+      if (auto r = stored_outcome(c, n, o, hash, lines, items.size())) {
         r->attempts = attempt;
         return *r;
       }

@@ -2,10 +2,7 @@
 -- their rows share a prefix; the name column is VARBINARY, so the range is bytewise and uses the
 -- primary key). A consistent read in its own autocommit statement: its read view is made when it
 -- starts, so it sees every acquisition committed before. Same columns as lease_inspect.
-SELECT name, holder_id, token, hold_count,
-       TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), owner,
-       TIMESTAMPDIFF(MICROSECOND, '1970-01-01', acquired_at),
-       TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at)
+SELECT {{part:lock_info}}
 FROM {{locks}}
 WHERE name >= ? AND name < ? AND holder_id IS NOT NULL AND expires_at > UTC_TIMESTAMP(6)
 ORDER BY expires_at DESC

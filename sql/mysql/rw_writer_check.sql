@@ -2,10 +2,7 @@
 -- lease_inspect as a locking read (FOR UPDATE, autocommit: held for this statement only), so that
 -- it waits for a transaction guarding the write hold (lease_guard.sql's LOCK IN SHARE MODE) to end:
 -- a guarded write commits before any reader comes in. ? writer row name.
-SELECT name, holder_id, token, hold_count,
-       TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), expires_at), owner,
-       TIMESTAMPDIFF(MICROSECOND, '1970-01-01', acquired_at),
-       TIMESTAMPDIFF(MICROSECOND, '1970-01-01', expires_at)
+SELECT {{part:lock_info}}
 FROM {{locks}}
 WHERE name = ? AND holder_id IS NOT NULL
 FOR UPDATE

@@ -1,11 +1,7 @@
 -- The live lease in the name range [$1, $2) that ends last, if any (a reader-writer lease's readers:
 -- their rows share a prefix; the name column is COLLATE "C", so the range is bytewise and uses the
 -- primary key). Same columns as lease_inspect.
-SELECT name, holder_id, token, hold_count,
-       floor(extract(epoch FROM (expires_at - clock_timestamp())) * 1000)::bigint AS ms_left,
-       owner,
-       floor(extract(epoch FROM acquired_at) * 1000)::bigint AS acquired_ms,
-       floor(extract(epoch FROM expires_at) * 1000)::bigint AS expires_ms
+SELECT {{part:lock_info}}
 FROM {{locks}}
 WHERE name >= $1 AND name < $2 AND holder_id IS NOT NULL AND expires_at > clock_timestamp()
 ORDER BY expires_at DESC

@@ -539,7 +539,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
   // taken by an unanswered acquire) is released, handing the lock on: one owner-checked statement.
   const at_exit abandon{[&]() noexcept {
     if (done || !entered) return;
-    release_request req{{name, owner, 0}, milliseconds(0), steady::now() + io_timeout, true};
+    // Bounded like the wait's other statements (a leave after a bounded wait must not hold the call
+    // up to io_timeout under a partition); unanswered, it goes to the outbox below.
+    const auto now = steady::now();
+    release_request req{{name, owner, 0}, milliseconds(0), std::min(now + io_timeout, std::max(deadline, now) + wait_grace), true};
     try {
       db_->release(req, lane::caller);
       queues_.wake(name);

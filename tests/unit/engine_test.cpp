@@ -685,6 +685,36 @@ TEST(EngineFair, CancelledWaiterReleasesALeaseHandedToItMeanwhile) {
   EXPECT_EQ(db->rows["n"].token, held->acq->ref.token + 1);
 }
 
+// A bounded fair wait that ends without a lease leaves the queue (its ticket deleted, a lease
+// handed to it meanwhile passed on) within its bound plus the grace, like every other statement of
+// the wait: unanswered (a partition), the leave goes to the outbox and is sent again later. The
+// fault soak saw a 3 s wait return after 6.4 s, when a partition ended: the leave waited 10 s.
+TEST(EngineFair, ABoundedWaitWhoseLeaveIsNotAnsweredStillReturnsWithinItsBound) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto fb_owned = std::make_unique<d::fake_backend>(db);
+  d::fake_backend* fb = fb_owned.get();
+  auto eb = std::make_shared<d::lease_engine>(std::move(fb_owned), sqllock::client_options{});
+  auto held = ea->acquire("n", fair_opts(4s), 0ms, {}, false);
+  ASSERT_TRUE(held);
+  fb->hang(d::fake_op::release, 1);  // the leave: no answer until its deadline
+  const auto start = steady::now();
+  auto g = eb->acquire("n", fair_opts(4s), 500ms, {}, false);
+  const auto took = steady::now() - start;
+  EXPECT_FALSE(g);
+  EXPECT_LT(took, 1500ms) << "a 500 ms fair wait returned after "
+                          << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms";
+  // Left later, from the outbox: the waiter's ticket goes (the holder's own stays until it releases).
+  const auto waiters = [&] {
+    std::lock_guard lk(db->mu);
+    return std::count_if(db->queue.begin(), db->queue.end(),
+                         [&](const auto& e) { return e.second.owner != held->acq->ref.owner; });
+  };
+  const auto until = steady::now() + 5s;
+  while (waiters() > 0 && steady::now() < until) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(waiters(), 0) << "the waiter's ticket stayed after its leave was re-sent";
+}
+
 // Tickets are polled (renewed) about four times per ticket TTL while waiting: a waiter behind a
 // holder keeps its ticket alive for longer than the TTL.
 TEST(EngineFair, AWaitersTicketStaysAliveWhileItWaits) {

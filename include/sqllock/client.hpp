@@ -200,11 +200,11 @@ class SQLLOCK_EXPORT lease_guard {
   bool lost() const noexcept;
   /// True while this guard owns a (possibly lost) acquisition that it has not released.
   bool owns() const noexcept;
-  /// True while the lease may be relied on now: owned, not lost, and before its loss point by this
-  /// process's monotonic clock (valid_until() minus a twentieth of the TTL, at most 500 ms: where
-  /// the deadline thread reports it lost). The rule the client applies itself before it hands out
-  /// any lease; unlike lost(), it does not wait for the deadline thread, which a loaded machine
-  /// may run late. Check it before acting on a lease taken a while ago (acquire_all does, for the
+  /// True while the lease may be relied on now: owned, not lost, and, by this process's monotonic
+  /// clock, before the points where the client's deadline thread reports it lost: its loss point
+  /// (valid_until() minus the loss margin, docs/internals.md "Clocks") and its max_hold. The rule
+  /// the client applies itself before it hands out any lease; unlike lost(), it does not wait for
+  /// the deadline thread, which a loaded machine may run late. Check it before acting on a lease taken a while ago (acquire_all does, for the
   /// leases it took before waiting for the others). It does not consult the database: a lease
   /// taken over before its loss point (a force-release) is found by the watchdog or by
   /// transaction::require_lease.

@@ -100,6 +100,11 @@ int report_exception(const std::string& redacted_url) {
   } catch (const sqllock::invalid_argument& e) {
     print_error(e.what());
     return exit_code::usage;
+  } catch (const sqllock::schema_too_new& e) {
+    // A newer sqllock migrated the tables: migrate is no cure, upgrading this binary is (the
+    // library's message says so).
+    print_error(about(redacted_url, e.what()));
+    return exit_code::unavailable;
   } catch (const sqllock::schema_missing& e) {
     // The library's message ends with its own hint ("run `sqllock migrate` first"); the command
     // gives the exact command line instead, once.

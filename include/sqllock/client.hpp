@@ -53,7 +53,9 @@ struct SQLLOCK_EXPORT client_options {
   holder_scope scope = holder_scope::per_thread;  ///< who re-enters a held lease (see holder_scope)
   /// Lock table name (validated identifier, optionally schema-qualified).
   std::string table = "sqllock_locks";
-  /// Refuse to connect when the lock tables are missing or old (throws schema_missing).
+  /// Refuse to connect when the lock tables are missing or old (throws schema_missing), or newer
+  /// than this library knows (schema_too_new). Off: no check at connect, no statement (migrate()
+  /// still refuses a newer schema).
   bool require_schema = true;
   /// Wake waiters through the database where it can (PostgreSQL LISTEN/NOTIFY, MySQL GET_LOCK,
   /// SQLite file locks). Off: polling with back-off only (e.g. PgBouncer in transaction mode).
@@ -200,11 +202,11 @@ class SQLLOCK_EXPORT lease_guard {
   bool lost() const noexcept;
   /// True while this guard owns a (possibly lost) acquisition that it has not released.
   bool owns() const noexcept;
-  /// True while the lease may be relied on now: owned, not lost, and before its loss point by this
-  /// process's monotonic clock (valid_until() minus a twentieth of the TTL, at most 500 ms: where
-  /// the deadline thread reports it lost). The rule the client applies itself before it hands out
-  /// any lease; unlike lost(), it does not wait for the deadline thread, which a loaded machine
-  /// may run late. Check it before acting on a lease taken a while ago (acquire_all does, for the
+  /// True while the lease may be relied on now: owned, not lost, and, by this process's monotonic
+  /// clock, before the points where the client's deadline thread reports it lost: its loss point
+  /// (valid_until() minus the loss margin, docs/internals.md "Clocks") and its max_hold. The rule
+  /// the client applies itself before it hands out any lease; unlike lost(), it does not wait for
+  /// the deadline thread, which a loaded machine may run late. Check it before acting on a lease taken a while ago (acquire_all does, for the
   /// leases it took before waiting for the others). It does not consult the database: a lease
   /// taken over before its loss point (a force-release) is found by the watchdog or by
   /// transaction::require_lease.
@@ -372,11 +374,12 @@ class SQLLOCK_EXPORT client {
   transaction begin(const transaction_options& options = {});
 
   /// Create or upgrade the lock tables (idempotent, safe from many processes at once).
-  /// Returns the schema version now present.
+  /// Returns the schema version now present. Throws schema_too_new, having changed nothing, when
+  /// the tables are newer than this library knows (required_schema_version()).
   int migrate();
   /// The schema version present (0 = no lock tables).
   int schema_version();
-  /// The schema version this library needs.
+  /// The schema version this library needs, and the newest it knows.
   static int required_schema_version() noexcept;
 
   /// Statements sent to the database on the lease connection since connect (for benchmarks).
@@ -393,7 +396,8 @@ class SQLLOCK_EXPORT client {
 ///   (or mariadb://; TLS: ?ssl-mode=...&ssl-ca=...&ssl-cert=...&ssl-key=...),
 ///   sqlite:PATH, sqlite:///abs/path.db, sqlite::memory: (sqlite:PATH?mode=ro: read_only)
 /// Throws invalid_argument (bad URL or unknown scheme, or a backend not built in), connection_lost
-/// (unreachable), schema_missing (when options.require_schema and the tables are missing or old).
+/// (unreachable), schema_missing (when options.require_schema and the tables are missing or old;
+/// schema_too_new when they are newer than this library knows).
 SQLLOCK_EXPORT client connect(std::string_view url, const client_options& options = {});
 
 }  // namespace sqllock

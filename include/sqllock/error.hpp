@@ -43,10 +43,35 @@ class SQLLOCK_EXPORT invalid_argument : public error {
   explicit invalid_argument(const std::string& message) : error(message) {}
 };
 
-/// The lock tables are missing or older than this library needs; run `sqllock migrate`.
+/// The lock tables are not at the schema version this library needs: missing or older (run
+/// `sqllock migrate`), or newer (schema_too_new).
 class SQLLOCK_EXPORT schema_missing : public error {
  public:
   using error::error;
+};
+
+/// The lock tables are at a schema version newer than this library knows (client::
+/// required_schema_version()): a newer sqllock migrated them, and this one's statements may no
+/// longer mean what they did there. Thrown by connect() (unless client_options::require_schema is
+/// off) and by client::migrate(), which changes nothing; upgrade this program's sqllock instead.
+/// A schema_missing, so code that treats that as "the lock service is unusable" (the CLI: exit
+/// 69) does so here too.
+class SQLLOCK_EXPORT schema_too_new : public schema_missing {
+ public:
+  /// @param message  what was found (names both versions)
+  /// @param backend  the backend that was asked, as backend()
+  /// @param found    the schema version present in the database
+  /// @param known    the newest schema version this library knows
+  schema_too_new(const std::string& message, std::string backend, int found, int known)
+      : schema_missing(message, std::move(backend), "", "schema_version"), found_(found), known_(known) {}
+  /// The schema version present in the database.
+  int found_version() const noexcept { return found_; }
+  /// The newest schema version this library knows (client::required_schema_version()).
+  int known_version() const noexcept { return known_; }
+
+ private:
+  int found_;
+  int known_;
 };
 
 /// The database could not be reached, or the connection dropped (SQLSTATE class 08, MySQL 2006/2013).

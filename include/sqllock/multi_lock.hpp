@@ -41,7 +41,7 @@ class SQLLOCK_EXPORT multi_lease_guard {
   /// True when any of the leases is lost.
   bool lost() const noexcept;
   /// True while every lease may be relied on now (lease_guard::usable: owned, not lost, before its
-  /// loss point); false for an empty or finished guard.
+  /// loss point and its max_hold); false for an empty or finished guard.
   bool usable() const noexcept;
   /// True while the guard holds its leases (not released, not moved from, not empty).
   bool owns() const noexcept;
@@ -68,8 +68,8 @@ class SQLLOCK_EXPORT multi_lease_guard {
 /// that name and its holder), `stop` is requested (cancelled), or any error occurs, the names
 /// already taken are released, in reverse order, before the error is thrown. A lease taken early
 /// that is no longer usable once the last name is taken (lease_guard::usable: lost, or past its
-/// loss point while the others were waited for, even if the deadline thread has not reported it
-/// yet) makes it give every lease back and take the set again within the same deadline
+/// loss point or max_hold while the others were waited for, even if the deadline thread has not
+/// reported it yet) makes it give every lease back and take the set again within the same deadline
 /// (acquire_timeout naming that name when the deadline has passed): a returned set is usable().
 /// Throws invalid_argument, acquiring nothing, for an empty set, a bad name or a negative timeout.
 SQLLOCK_EXPORT multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names,

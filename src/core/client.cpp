@@ -80,10 +80,23 @@ void lease_guard::release(std::chrono::milliseconds bound) {
 
 // ---- client ----
 
+namespace {
+// A schema migrated by a newer sqllock: its statements may have changed meaning, so refuse it.
+void refuse_newer_schema(int v, std::string_view backend) {
+  if (v <= detail::required_schema_version) return;
+  throw schema_too_new("the lock tables are at schema version " + std::to_string(v) + ", newer than version " +
+                           std::to_string(detail::required_schema_version) +
+                           " that this sqllock knows (a newer sqllock upgraded them): upgrade sqllock; this one "
+                           "refuses to use them, since its statements may no longer mean what they did there",
+                       std::string(backend), v, detail::required_schema_version);
+}
+}  // namespace
+
 client::client(std::unique_ptr<detail::backend> b, const client_options& options)
     : engine_(std::make_shared<detail::lease_engine>(std::move(b), options)) {
   if (options.require_schema) {
     const int v = engine_->db().schema_version();
+    refuse_newer_schema(v, engine_->db().kind());
     if (v < required_schema_version()) {
       throw schema_missing(v == 0 ? "the lock tables are missing: run `sqllock migrate` first"
                                   : "the lock tables are at schema version " + std::to_string(v) + ", need " +
@@ -228,7 +241,13 @@ transaction client::begin(const transaction_options& options) {
   return transaction(live(engine_).db().begin(options));
 }
 
-int client::migrate() { return live(engine_).db().migrate(); }
+int client::migrate() {
+  auto& db = live(engine_).db();
+  // The backend applies no step above the version it finds, so a newer schema is left as it was.
+  const int v = db.migrate();
+  refuse_newer_schema(v, db.kind());
+  return v;
+}
 int client::schema_version() { return live(engine_).db().schema_version(); }
 
 }  // namespace sqllock

@@ -57,8 +57,9 @@ std::shared_ptr<lease_state> lease_book::reenter(const std::string& name, std::u
   if (it == by_scope_.end()) return nullptr;
   auto a = it->second;
   const auto until = a->valid_until_time();
-  // About to be reported lost: not a lease to re-enter (the deadline thread reports it).
-  if (a->lost.load() || now >= until - loss_margin(a->last_ttl)) return nullptr;
+  // About to be reported lost (its loss point or max_hold): not a lease to re-enter (the deadline
+  // thread reports it).
+  if (!live_at(*a, now)) return nullptr;
   auto h = std::make_shared<lease_state>();
   h->engine = engine;
   h->acq = a;
@@ -315,7 +316,9 @@ steady::time_point lease_book::loss_point(const acquisition& a) const {
 }
 
 bool lease_book::live_at(const acquisition& a, steady::time_point now) const {
-  return !a.released && !a.lost.load() && now < a.valid_until_time() - loss_margin(a.last_ttl);
+  // expire() reports the acquisition lost at the first of these two points; a caller asking before
+  // the deadline thread ran (late on a loaded machine) gets the same answer.
+  return !a.released && !a.lost.load() && now < a.hard_end && now < a.valid_until_time() - loss_margin(a.last_ttl);
 }
 
 int lease_book::holds_of(const std::string& owner) const {

@@ -120,7 +120,8 @@ class lease_book {
   bool holds_live_in_scope(const std::string& name, std::uint64_t scope, steady::time_point now) const;
 
   /// `a` may be handed to a caller at `now`: neither reported lost nor released, and before its loss
-  /// point (a lease recorded earlier whose next statement was answered late may be past it).
+  /// point and its max_hold (a lease recorded earlier whose next statement was answered late may be
+  /// past them; the deadline thread, which reports both, may run late).
   bool usable(const acquisition& a, steady::time_point now) const;
 
   /// Record a new acquisition (the acquire statement started at `started`) and its first hold.
@@ -176,8 +177,9 @@ class lease_book {
   void set_skip_guarded(bool skip) { skip_guarded_ = skip; }
 
  private:
-  /// `a` is neither released nor lost and `now` is before its loss_point(): the one rule behind
-  /// usable() and holds_live_in_scope(). The caller holds mu_.
+  /// `a` is neither released nor lost and `now` is before its loss_point() and its hard_end
+  /// (max_hold), where expire() reports it lost: the one rule behind usable(), reenter() and
+  /// holds_live_in_scope(). The caller holds mu_.
   bool live_at(const acquisition& a, steady::time_point now) const;
   void lost_locked(acquisition& a, const std::string& why, std::vector<lease_notice>& notices);
   /// Queue notices decided under `lk` (held), release it, and run them: the caller's last use of

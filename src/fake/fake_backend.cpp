@@ -111,7 +111,8 @@ int fake_backend::schema_version() {
 
 int fake_backend::migrate() {
   std::lock_guard lk(db_->mu);
-  db_->schema_version = required_schema_version;
+  // As the real backends: steps up to the newest known version, nothing above it.
+  db_->schema_version = std::max(db_->schema_version, required_schema_version);
   return db_->schema_version;
 }
 

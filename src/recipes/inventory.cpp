@@ -432,7 +432,7 @@ void create_idempotency_table(client& c, const std::string& table) {
             " created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)";
       break;
   }
-  if (c.schema_version() < client::required_schema_version()) c.migrate();
+  if (c.schema_version() != client::required_schema_version()) c.migrate();  // schema_too_new when newer
   lease_options lease_opts;
   lease_opts.ttl = std::chrono::seconds(30);
   auto lease = c.acquire_for("sqllock:setup:" + table, std::chrono::minutes(1), lease_opts);

@@ -287,7 +287,7 @@ void validate_options(const migrate_options& o) {
 }
 
 lease_guard take_lease(client& c, const migrate_options& o) {
-  if (c.schema_version() < client::required_schema_version()) c.migrate();
+  if (c.schema_version() != client::required_schema_version()) c.migrate();  // schema_too_new when newer
   lease_options lease_opts;
   lease_opts.ttl = o.lock_ttl;
   return c.acquire_for(lease_name(o), o.wait, lease_opts);

@@ -51,6 +51,38 @@ TEST_F(cli_unmigrated, schema_missing_exits_69_and_says_migrate) {
   EXPECT_EQ(sqllock({"status", "--url", url_}).exit_code, 0);
 }
 
+// Lock tables a newer sqllock migrated (one version past this one's, recorded here with the
+// sqlite3 shell): every command, migrate included, exits 69 saying to upgrade sqllock (not to
+// migrate), runs no CMD and leaves the version as it was; once it is back, the tables serve again.
+TEST_F(cli, a_schema_newer_than_this_sqllock_exits_69_says_upgrade_and_changes_nothing) {
+  const std::string db = dir_ + "/locks.db";
+  const auto version = [&] { return run_process({"sqlite3", db, "SELECT MAX(version) FROM sqllock_locks_schema"}).out; };
+  const std::string known = version();
+  ASSERT_FALSE(known.empty());
+  ASSERT_EQ(run_process({"sqlite3", db,
+                         "INSERT INTO sqllock_locks_schema (version, name) "
+                         "SELECT MAX(version) + 1, 'from_a_newer_sqllock' FROM sqllock_locks_schema"})
+                .exit_code,
+            0);
+  const std::string newer = version();
+  ASSERT_NE(newer, known);
+  const std::string marker = path("ran");
+  for (const auto& args : std::vector<std::vector<std::string>>{{"status", "--url", url_},
+                                                                {"release", "--url", url_, "--name", "x", "--force"},
+                                                                run_args("job", {}, "touch " + marker),
+                                                                {"migrate", "--url", url_}}) {
+    const auto r = sqllock(args);
+    EXPECT_EQ(r.exit_code, 69) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("newer"), std::string::npos) << args[0] << ": " << r.err;
+    EXPECT_NE(r.err.find("upgrade sqllock"), std::string::npos) << args[0] << ": " << r.err;
+    EXPECT_EQ(r.err.find("sqllock migrate"), std::string::npos) << args[0] << ": migrate is no cure: " << r.err;
+  }
+  EXPECT_FALSE(file_exists(marker)) << "run ran CMD on a newer schema";
+  EXPECT_EQ(version(), newer) << "the schema version was changed";
+  ASSERT_EQ(run_process({"sqlite3", db, "DELETE FROM sqllock_locks_schema WHERE name = 'from_a_newer_sqllock'"}).exit_code, 0);
+  EXPECT_EQ(sqllock({"status", "--url", url_}).exit_code, 0);
+}
+
 TEST_F(cli_unmigrated, unreachable_database_exits_69) {
   const std::string url = "sqlite:" + dir_ + "/no/such/dir/locks.db";
   for (const auto& args : std::vector<std::vector<std::string>>{

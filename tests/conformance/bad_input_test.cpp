@@ -1,5 +1,10 @@
 // Conformance: every bad input of the contract gets its typed error and changes nothing.
+#include <filesystem>
+#include <fstream>
+#include <type_traits>
+
 #include "conformance/fixture.hpp"
+#include "sqllock/migrations.hpp"
 
 using namespace std::chrono_literals;
 using namespace sqllock_test;
@@ -82,6 +87,68 @@ TEST(BadInput, AMissingSchemaIsAClearTypedError) {
     EXPECT_NE(std::string(e.what()).find("migrate"), std::string::npos) << e.what();
     EXPECT_EQ(e.backend(), hooks().name);
   }
+}
+
+// An old sqllock against lock tables a newer one migrated (version required + 1 recorded here) must
+// not run statements whose meaning may have changed: connect() and migrate() refuse with
+// schema_too_new (a schema_missing: the CLI's exit 69), naming both versions and the cure
+// (upgrade sqllock, not `sqllock migrate`), and change nothing; so does the migration runner,
+// which used to skip migrate() and go on. Once the version is back, the tables serve again.
+static_assert(std::is_base_of_v<sqllock::schema_missing, sqllock::schema_too_new>);
+TEST(BadInput, ASchemaNewerThanThisLibraryIsRefusedAndLeftAsItWas) {
+  const auto table = unique_name("newer");
+  const int known = sqllock::client::required_schema_version();
+  const int newer = known + 1;
+  auto c = make_client({.table = table, .require_schema = false});
+  ASSERT_EQ(c.migrate(), known);
+  {
+    auto tx = c.begin();
+    tx.execute(record_version_sql(c.dialect(), table + "_schema", newer));
+    tx.commit();
+  }
+  ASSERT_EQ(c.schema_version(), newer);
+
+  try {
+    make_client({.table = table});
+    ADD_FAILURE() << "connected to lock tables at schema version " << newer << " with a library that knows " << known;
+  } catch (const sqllock::schema_too_new& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(e.found_version(), newer);
+    EXPECT_EQ(e.known_version(), known);
+    EXPECT_EQ(e.backend(), hooks().name);
+    EXPECT_NE(what.find("version " + std::to_string(newer)), std::string::npos) << what;
+    EXPECT_NE(what.find("upgrade sqllock"), std::string::npos) << what;
+    EXPECT_EQ(what.find("sqllock migrate"), std::string::npos) << "migrate is no cure: " << what;
+  }
+  EXPECT_THROW(c.migrate(), sqllock::schema_too_new);
+  EXPECT_EQ(c.schema_version(), newer) << "migrate changed the version of a newer schema";
+
+  const auto dir = std::filesystem::temp_directory_path() / unique_name("newer_migrations");
+  std::filesystem::create_directories(dir);
+  const auto user_table_name = unique_name("newer_user");
+  std::ofstream(dir / "0001_create.sql") << "CREATE TABLE " << user_table_name << " (id INTEGER PRIMARY KEY);\n";
+  const auto history = unique_name("newer_history");
+  EXPECT_THROW(sqllock::migrate_directory(c, dir, {.history_table = history}), sqllock::schema_too_new);
+  std::filesystem::remove_all(dir);
+  EXPECT_FALSE(c.inspect("sqllock:migrations:" + history)) << "the migration runner took its lease";
+  EXPECT_THROW(
+      {
+        auto tx = c.begin();
+        tx.query("SELECT COUNT(*) FROM " + user_table_name);
+      },
+      sqllock::error)
+      << "the migration runner applied a migration on a newer lock schema";
+
+  {  // restore: the tables serve this library again
+    auto tx = c.begin();
+    tx.execute("DELETE FROM " + table + "_schema WHERE version = " + std::to_string(newer));
+    tx.commit();
+  }
+  auto again = make_client({.table = table});
+  EXPECT_TRUE(again.try_acquire(unique_name("after_restore")));
+  auto tx = c.begin();
+  for (const char* suffix : {"", "_schema", "_semaphores", "_queue"}) tx.execute("DROP TABLE " + table + suffix);
+  tx.commit();
 }
 
 TEST(BadInput, MigrateIsIdempotentAndCustomTablesWork) {

@@ -115,6 +115,19 @@ sqllock::client_options events_only_options() {
   return o;
 }
 
+std::string record_version_sql(sqllock::dialect d, const std::string& schema_table, int version) {
+  const std::string v = std::to_string(version);
+  switch (d) {
+    case sqllock::dialect::postgresql:
+      return "INSERT INTO " + schema_table + " (version) VALUES (" + v + ")";
+    case sqllock::dialect::mysql:
+      return "INSERT INTO " + schema_table + " (version, name, applied_at) VALUES (" + v + ", 'v" + v +
+             "', UTC_TIMESTAMP(6))";
+    default:
+      return "INSERT INTO " + schema_table + " (version, name) VALUES (" + v + ", 'v" + v + "')";
+  }
+}
+
 user_table::user_table(sqllock::client& c, const std::vector<std::pair<std::int64_t, std::int64_t>>& rows)
     : c_(c), name_(unique_name("t")) {
   auto tx = c_.begin();

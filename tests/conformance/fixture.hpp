@@ -44,6 +44,10 @@ sqllock::client make_client(sqllock::client_options options = {});
 /// Poll intervals so long that only an event can explain a quick wake-up.
 sqllock::client_options events_only_options();
 
+/// The schema-table row of `version` (in `schema_table`, the lock table's name + "_schema"), as
+/// each backend's migrate() records it.
+std::string record_version_sql(sqllock::dialect d, const std::string& schema_table, int version);
+
 /// A user table `name (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT NOT NULL)`
 /// with rows (id, qty, 1) for the given ids; dropped at scope end.
 class user_table {

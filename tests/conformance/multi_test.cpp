@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "conformance/fixture.hpp"
+#include "core/lease_book.hpp"
 
 using namespace std::chrono_literals;
 using namespace sqllock_test;
@@ -99,7 +100,7 @@ TEST(MultiLock, ALeasePastItsLossPointIsNeverReturnedWhenTheDeadlineThreadIsLate
   deadline_stall stall(a);
   ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
   std::jthread freer([&] {
-    std::this_thread::sleep_for(400ms);  // past the first lease's loss point (285 ms)
+    std::this_thread::sleep_for(400ms);  // past the first lease's loss point (282 ms)
     blocker->release();
   });
   const sqllock::lease_options opts{.ttl = 300ms, .auto_renew = false};
@@ -107,9 +108,10 @@ TEST(MultiLock, ALeasePastItsLossPointIsNeverReturnedWhenTheDeadlineThreadIsLate
   const auto returned = clock::now();
   for (const auto& name : n) {
     const auto& lease = g.lease(name);
-    EXPECT_TRUE(returned < lease.valid_until() - opts.ttl / 20)
+    const auto loss_point = lease.valid_until() - sqllock::detail::loss_margin(opts.ttl);
+    EXPECT_TRUE(returned < loss_point)
         << "acquire_all returned the lease of " << name << " "
-        << std::chrono::duration_cast<std::chrono::milliseconds>(returned - (lease.valid_until() - opts.ttl / 20)).count()
+        << std::chrono::duration_cast<std::chrono::milliseconds>(returned - loss_point).count()
         << " ms past its loss point, lost() == " << lease.lost();
   }
   EXPECT_TRUE(g.usable());

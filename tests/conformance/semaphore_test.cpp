@@ -245,21 +245,6 @@ TEST(Semaphore, TokensStrictlyIncreasePerSlot) {
   EXPECT_EQ(last.size(), 2u);
 }
 
-namespace {
-// The schema-table row of `version`, as each backend's migrate() records it.
-std::string record_version_sql(sqllock::dialect d, const std::string& schema_table, int version) {
-  const std::string v = std::to_string(version);
-  switch (d) {
-    case sqllock::dialect::postgresql:
-      return "INSERT INTO " + schema_table + " (version) VALUES (" + v + ")";
-    case sqllock::dialect::mysql:
-      return "INSERT INTO " + schema_table + " (version, name, applied_at) VALUES (" + v + ", 'v" + v +
-             "', UTC_TIMESTAMP(6))";
-    default:
-      return "INSERT INTO " + schema_table + " (version, name) VALUES (" + v + ", 'v" + v + "')";
-  }
-}
-}  // namespace
 
 // A database at schema version 2 (the previous release), with a lease held in it, is upgraded in
 // place by migrate(): the lease, its owner and every token survive; semaphores then work.

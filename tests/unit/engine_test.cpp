@@ -211,6 +211,28 @@ TEST(LeaseBook, MaxHoldEndsRenewalsAndReportsLoss) {
   EXPECT_TRUE(book.due(t0 + 1200ms).items.empty());
 }
 
+// max_hold is a loss point of its own: the deadline thread reports the lease lost there (expire()),
+// and the rule behind lease_guard::usable(), re-entry and the reader-writer checks must say so
+// already when that thread runs late (here: it never ran). usable() said true past max_hold until
+// the deadline thread came round.
+TEST(LeaseBook, PastMaxHoldALeaseIsNotUsableOrReenteredBeforeTheDeadlineThreadReportsIt) {
+  d::lease_book book;
+  auto o = opts(30s);
+  o.max_hold = 200ms;
+  const auto t0 = steady::now();
+  auto h = book.add({"n", "o", 1}, "h", 0, t0, o, nullptr);
+  ASSERT_TRUE(h);
+  EXPECT_TRUE(book.usable(*h->acq, t0 + 199ms));
+  EXPECT_TRUE(book.holds_live_in_scope("n", 0, t0 + 199ms));
+  EXPECT_FALSE(book.usable(*h->acq, t0 + 250ms)) << "usable 50 ms past max_hold (30 s TTL)";
+  EXPECT_FALSE(book.holds_live_in_scope("n", 0, t0 + 250ms));
+  bool extend = false;
+  EXPECT_FALSE(book.reenter("n", 0, opts(30s), nullptr, t0 + 250ms, extend)) << "re-entered past max_hold";
+  EXPECT_FALSE(h->acq->lost.load()) << "the rule is the clock's: nothing was reported yet";
+  book.expire(t0 + 250ms);
+  EXPECT_TRUE(h->acq->lost.load());
+}
+
 // ---- fifo_mutex ----
 
 TEST(FifoMutex, HandsOverInArrivalOrderAndSkipsWaitersThatGaveUp) {
@@ -563,6 +585,33 @@ TEST(Engine, AHangingRenewalIsReportedLostAtTheLocalDeadline) {
   EXPECT_LE(lost, g->acq->valid_until_time());  // before anyone else could take over
   EXPECT_GE(lost, g->acq->valid_until_time() - d::loss_margin(2s) - 5ms);
   EXPECT_TRUE(g->acq->lost.load());
+}
+
+// The same through the engine (what lease_guard::usable() and multi_lease_guard::usable() ask):
+// a hold with max_hold 200 ms, checked at 250 ms while the client's deadline thread is held up
+// (as a descheduled thread would be: another lease's on_lost blocks on it), is not usable, though
+// lost() is still false.
+TEST(Engine, AHoldPastItsMaxHoldIsNotUsableWhileTheDeadlineThreadIsLate) {
+  engine_fixture f;
+  std::atomic<bool> stalled{false}, go{false};
+  auto stall = f.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [&](const std::string&, std::int64_t) {
+                                         stalled = true;
+                                         const auto until = steady::now() + 10s;
+                                         while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+                                       }});
+  ASSERT_TRUE(stall);
+  while (!stalled && steady::now() < stall->started + 5s) std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(stalled) << "the deadline thread was never held up";
+  const auto t0 = steady::now();
+  auto g = f.try_acquire("n", {.ttl = 30s, .max_hold = 200ms});
+  ASSERT_TRUE(g);
+  EXPECT_TRUE(f.engine->usable(*g));
+  std::this_thread::sleep_until(t0 + 250ms);
+  EXPECT_FALSE(g->acq->lost.load()) << "the deadline thread was not held up after all";
+  EXPECT_FALSE(f.engine->usable(*g)) << "usable 50 ms past max_hold while the deadline thread is late";
+  go = true;
+  while (!g->acq->lost.load() && steady::now() < t0 + 5s) std::this_thread::sleep_for(5ms);
+  EXPECT_TRUE(g->acq->lost.load()) << "the deadline thread, once free, reports the loss";
 }
 
 TEST(Engine, WaitersOfOneClientAreServedInArrivalOrder) {

@@ -273,35 +273,17 @@ class mysql_backend final : public backend {
   }
 
   std::optional<lock_info> inspect(const std::string& name) override {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
-      count_statement();
-      result_rows r = c.query(sql_.inspect, {name}, "lease_inspect", true);
-      if (r.empty()) return std::nullopt;
-      return row_to_info(r[0]);
-    });
+    return first_lock_row(sql_.inspect, "lease_inspect", {name});
   }
 
   bool guards_hold_off_readers() const noexcept override { return true; }
 
   std::optional<lock_info> inspect_writer_after_guards(const std::string& name) override {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
-      count_statement();
-      result_rows r = c.query(sql_.writer_check, {name}, "rw_writer_check", true);
-      if (r.empty()) return std::nullopt;
-      return row_to_info(r[0]);
-    });
+    return first_lock_row(sql_.writer_check, "rw_writer_check", {name});
   }
 
   std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
-      count_statement();
-      result_rows r = c.query(sql_.live_range, {lo, hi}, "lease_live_in_range", true);
-      if (r.empty()) return std::nullopt;
-      return row_to_info(r[0]);
-    });
+    return first_lock_row(sql_.live_range, "lease_live_in_range", {lo, hi});
   }
 
   std::vector<lock_info> list_locks() override {
@@ -468,6 +450,19 @@ class mysql_backend final : public backend {
         throw;
       }
     }
+  }
+
+  /// The first lock row that `sql` (statement `name`) answers: inspect, the reader's writer check,
+  /// live_in_range; one statement on the callers' lane.
+  std::optional<lock_info> first_lock_row(const std::string& sql, std::string_view name,
+                                          const std::vector<value>& params) {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
+      count_statement();
+      result_rows r = c.query(sql, params, name, true);
+      if (r.empty()) return std::nullopt;
+      return row_to_info(r[0]);
+    });
   }
 
   // ---- acquire and release ----------------------------------------------------------------------

@@ -396,22 +396,12 @@ class postgresql_backend final : public backend {
     return PQntuples(r.get()) > 0;
   }
 
-  std::optional<lock_info> inspect(const std::string& name) override {
-    std::lock_guard lock(caller_mutex_);
-    count_statement();
-    auto r = caller_.run(inspect_, {name}, steady::now() + io_timeout);
-    if (PQntuples(r.get()) == 0) return std::nullopt;
-    return info(r.get(), 0);
-  }
+  std::optional<lock_info> inspect(const std::string& name) override { return first_lock_row(inspect_, {name}); }
 
   bool guards_hold_off_readers() const noexcept override { return true; }
 
   std::optional<lock_info> inspect_writer_after_guards(const std::string& name) override {
-    std::lock_guard lock(caller_mutex_);
-    count_statement();
-    auto r = caller_.run(writer_check_, {name}, steady::now() + io_timeout);
-    if (PQntuples(r.get()) == 0) return std::nullopt;
-    return info(r.get(), 0);
+    return first_lock_row(writer_check_, {name});
   }
 
   std::vector<lock_info> list_locks() override {
@@ -424,11 +414,7 @@ class postgresql_backend final : public backend {
   }
 
   std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
-    std::lock_guard lock(caller_mutex_);
-    count_statement();
-    auto r = caller_.run(live_range_, {lo, hi}, steady::now() + io_timeout);
-    if (PQntuples(r.get()) == 0) return std::nullopt;
-    return info(r.get(), 0);
+    return first_lock_row(live_range_, {lo, hi});
   }
 
   int semaphore_permits(const std::string& name, int permits) override {
@@ -485,6 +471,16 @@ class postgresql_backend final : public backend {
     li.acquired_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(field_int(r, row, 6)));
     li.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(field_int(r, row, 7)));
     return li;
+  }
+
+  /// The first lock row that `s` answers (inspect, the reader's writer check, live_in_range), one
+  /// statement on the callers' lane.
+  std::optional<lock_info> first_lock_row(const statement& s, const text_params& params) {
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(s, params, steady::now() + io_timeout);
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    return info(r.get(), 0);
   }
 
   /// Refuse a server that makes nothing durable (fsync = off) unless the user accepts the risk: an

@@ -211,14 +211,20 @@ class backend {
   /// The row of one name, if it has a holder (live or expired).
   virtual std::optional<lock_info> inspect(const std::string& name) = 0;
   /// inspect() of a reader-writer lease's writer row by a reader that has stored its own row: a
-  /// read that waits for a transaction guarding the writer row (transaction::require_lease) to end,
-  /// so that the guarded write commits before any reader comes in. The default reads plainly, for
-  /// a backend whose guarded transaction already holds off the reader's row (SQLite: the guard's
+  /// locking read that waits for a transaction guarding the writer row (transaction::require_lease)
+  /// to end (`mode` lock_wait::wait), so that the guarded write commits before any reader comes in;
+  /// with lock_wait::nowait it throws lock_not_available at once instead of waiting for any row
+  /// lock (a guard's, a renewal's, another reader's check). The default reads plainly, for a
+  /// backend whose guarded transaction already holds off the reader's row (SQLite: the guard's
   /// transaction holds the database's one write lock).
-  virtual std::optional<lock_info> inspect_writer_after_guards(const std::string& name) { return inspect(name); }
+  virtual std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode) {
+    (void)mode;
+    return inspect(name);
+  }
   /// Whether inspect_writer_after_guards() is a locking read (it may wait for a guarded
-  /// transaction): the engine then sends it only after a plain inspect() found no live writer, so
-  /// that a reader beside a live writer steps aside without waiting for that writer's transactions.
+  /// transaction): the engine then sends it with lock_wait::nowait first, and on a locked row it
+  /// reads plainly, stepping aside beside a live writer without waiting for that writer's
+  /// transactions, and waits with lock_wait::wait only when no writer is live.
   virtual bool guards_hold_off_readers() const noexcept { return false; }
   /// Every lock with a live lease, ordered by name.
   virtual std::vector<lock_info> list_locks() = 0;

@@ -895,15 +895,28 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   backoff_state backoff;
   bool events = false;
-  // `after_guards`: the check after storing the reader row. A live writer (plain read) means step
-  // aside at once; otherwise, where a guarded transaction can outlive its writer's lease, a locking
-  // read waits for it to end, so that no guarded write commits while a reader holds.
+  // `after_guards`: the check after storing the reader row. Where a guarded transaction can outlive
+  // its writer's lease, no guarded write may commit while a reader holds: a locking read that does
+  // not wait answers in one statement when nothing holds the writer row (the common case). A row
+  // lock (a guard, a renewal, another reader's check) sends the two-step look instead: a plain read
+  // (a live writer means step aside at once, without waiting for its transactions), and only when
+  // no writer is live a locking read that waits for the lock to go.
   auto live_writer = [&](bool after_guards) -> bool {
+    auto live = [&] { return writer && writer->time_left.count() > 0; };
+    if (after_guards && db_->guards_hold_off_readers()) {
+      try {
+        writer = db_->inspect_writer_after_guards(wrow, lock_wait::nowait);
+        return live();
+      } catch (const lock_not_available&) {
+        // The row is locked: look plainly, then wait for the lock if no writer is live.
+      }
+      writer = db_->inspect(wrow);
+      if (live()) return true;
+      writer = db_->inspect_writer_after_guards(wrow, lock_wait::wait);
+      return live();
+    }
     writer = db_->inspect(wrow);
-    if (writer && writer->time_left.count() > 0) return true;
-    if (!after_guards || !db_->guards_hold_off_readers()) return false;
-    writer = db_->inspect_writer_after_guards(wrow);
-    return writer && writer->time_left.count() > 0;
+    return live();
   };
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
     if (last_error) std::rethrow_exception(last_error);

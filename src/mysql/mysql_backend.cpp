@@ -59,6 +59,7 @@ struct statement_set {
         force_release(statement_text("lease_force_release", table)),
         inspect(statement_text("lease_inspect", table)),
         writer_check(statement_text("rw_writer_check", table)),
+        writer_check_nowait(statement_text("rw_writer_check_nowait", table)),
         list(statement_text("lease_list", table)),
         live_range(statement_text("lease_live_in_range", table)),
         semaphore_register(statement_text("semaphore_register", table)),
@@ -81,7 +82,7 @@ struct statement_set {
         sync_wait(statement_text("session_sync_wait", table)) {}
   std::string acquire, acquire_plain, acquire_result, acquire_fenced, acquire_fenced_plain, fence_advance,
       fence_advance_plain, fence_read, fence_floor, fence_lift, renew, renew_check, release, release_plain, force_release,
-      inspect, writer_check, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
+      inspect, writer_check, writer_check_nowait, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
       queue_list, fair_release, wake_take, wake_take_wait, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
       migrate_unlock, time_zone, sync_wait;
 };
@@ -273,35 +274,18 @@ class mysql_backend final : public backend {
   }
 
   std::optional<lock_info> inspect(const std::string& name) override {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
-      count_statement();
-      result_rows r = c.query(sql_.inspect, {name}, "lease_inspect", true);
-      if (r.empty()) return std::nullopt;
-      return row_to_info(r[0]);
-    });
+    return first_lock_row(sql_.inspect, "lease_inspect", {name});
   }
 
   bool guards_hold_off_readers() const noexcept override { return true; }
 
-  std::optional<lock_info> inspect_writer_after_guards(const std::string& name) override {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
-      count_statement();
-      result_rows r = c.query(sql_.writer_check, {name}, "rw_writer_check", true);
-      if (r.empty()) return std::nullopt;
-      return row_to_info(r[0]);
-    });
+  std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode) override {
+    if (mode == lock_wait::nowait) return first_lock_row(sql_.writer_check_nowait, "rw_writer_check_nowait", {name});
+    return first_lock_row(sql_.writer_check, "rw_writer_check", {name});
   }
 
   std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
-      count_statement();
-      result_rows r = c.query(sql_.live_range, {lo, hi}, "lease_live_in_range", true);
-      if (r.empty()) return std::nullopt;
-      return row_to_info(r[0]);
-    });
+    return first_lock_row(sql_.live_range, "lease_live_in_range", {lo, hi});
   }
 
   std::vector<lock_info> list_locks() override {
@@ -468,6 +452,19 @@ class mysql_backend final : public backend {
         throw;
       }
     }
+  }
+
+  /// The first lock row that `sql` (statement `name`) answers: inspect, the reader's writer checks,
+  /// live_in_range; one statement on the callers' lane.
+  std::optional<lock_info> first_lock_row(const std::string& sql, std::string_view name,
+                                          const std::vector<value>& params) {
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
+      count_statement();
+      result_rows r = c.query(sql, params, name, true);
+      if (r.empty()) return std::nullopt;
+      return row_to_info(r[0]);
+    });
   }
 
   // ---- acquire and release ----------------------------------------------------------------------

@@ -167,6 +167,7 @@ class postgresql_backend final : public backend {
         force_release_(load("lease_force_release", table_)),
         inspect_(load("lease_inspect", table_)),
         writer_check_(load("rw_writer_check", table_)),
+        writer_check_nowait_(load("rw_writer_check_nowait", table_)),
         list_(load("lease_list", table_)),
         live_range_(load("lease_live_in_range", table_)),
         semaphore_register_(load("semaphore_register", table_)),
@@ -396,22 +397,12 @@ class postgresql_backend final : public backend {
     return PQntuples(r.get()) > 0;
   }
 
-  std::optional<lock_info> inspect(const std::string& name) override {
-    std::lock_guard lock(caller_mutex_);
-    count_statement();
-    auto r = caller_.run(inspect_, {name}, steady::now() + io_timeout);
-    if (PQntuples(r.get()) == 0) return std::nullopt;
-    return info(r.get(), 0);
-  }
+  std::optional<lock_info> inspect(const std::string& name) override { return first_lock_row(inspect_, {name}); }
 
   bool guards_hold_off_readers() const noexcept override { return true; }
 
-  std::optional<lock_info> inspect_writer_after_guards(const std::string& name) override {
-    std::lock_guard lock(caller_mutex_);
-    count_statement();
-    auto r = caller_.run(writer_check_, {name}, steady::now() + io_timeout);
-    if (PQntuples(r.get()) == 0) return std::nullopt;
-    return info(r.get(), 0);
+  std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode) override {
+    return first_lock_row(mode == lock_wait::nowait ? writer_check_nowait_ : writer_check_, {name});
   }
 
   std::vector<lock_info> list_locks() override {
@@ -424,11 +415,7 @@ class postgresql_backend final : public backend {
   }
 
   std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
-    std::lock_guard lock(caller_mutex_);
-    count_statement();
-    auto r = caller_.run(live_range_, {lo, hi}, steady::now() + io_timeout);
-    if (PQntuples(r.get()) == 0) return std::nullopt;
-    return info(r.get(), 0);
+    return first_lock_row(live_range_, {lo, hi});
   }
 
   int semaphore_permits(const std::string& name, int permits) override {
@@ -485,6 +472,16 @@ class postgresql_backend final : public backend {
     li.acquired_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(field_int(r, row, 6)));
     li.expires_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(field_int(r, row, 7)));
     return li;
+  }
+
+  /// The first lock row that `s` answers (inspect, the reader's writer checks, live_in_range), one
+  /// statement on the callers' lane.
+  std::optional<lock_info> first_lock_row(const statement& s, const text_params& params) {
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(s, params, steady::now() + io_timeout);
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    return info(r.get(), 0);
   }
 
   /// Refuse a server that makes nothing durable (fsync = off) unless the user accepts the risk: an
@@ -544,7 +541,7 @@ class postgresql_backend final : public backend {
   client_options options_;
   conn_target target_;
   std::string table_;
-  statement acquire_, acquire_fenced_, renew_, release_, force_release_, inspect_, writer_check_, list_, live_range_, semaphore_register_, semaphore_permits_,
+  statement acquire_, acquire_fenced_, renew_, release_, force_release_, inspect_, writer_check_, writer_check_nowait_, list_, live_range_, semaphore_register_, semaphore_permits_,
       queue_poll_, queue_state_, queue_leave_, queue_list_, fair_release_,
       schema_tables_, schema_version_, migrate_lock_, migrate_record_;
 

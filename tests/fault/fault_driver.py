@@ -200,19 +200,26 @@ def rw_fence_row(name):
 
 def judge_rw_rows(op, token, rows, fence):
     """A reader-writer lease's rows after a crash: `rows` maps row name -> (token, held) for the
-    writer, reader and fence rows of the name. Returns (judged, violation or None). The fence's
-    token is the name's counter (every acquisition advances it, in the acquisition's own statement),
-    so a row or fence above `token` means somebody acquired since: nothing to judge. Otherwise the
-    acknowledged acquisition's row (writer or reader, token == `token`) must be there, released or
-    not (rows are kept on release); an acknowledged release's row must not be held with it."""
-    if any(t > token for t, _ in rows.values()):
+    writer, reader and fence rows of the name. Returns (judged, violation or None). Rows are kept on
+    release, each acquisition writes its token into its own row (writer, or its client's reader row)
+    and advances the fence (the name's counter) in the same statement, and readers share the name:
+    another reader acquiring since says nothing of this one. So an acknowledged acquisition passes
+    when a row carries its token, and is lost when none does and the fence is below it (a later
+    token overwriting that very row is not judged); an acknowledged release is judged when its row
+    still carries the token, and lost when that row is still held."""
+    lease_rows = [v for n, v in rows.items() if n != fence]
+    mine = [held for t, held in lease_rows if t == token]
+    fence_token = rows[fence][0] if fence in rows else None
+    if op == "acquire":
+        if mine:
+            return True, None
+        if fence_token is not None and fence_token < token:
+            return True, ("acquisition_lost_in_crash",
+                          f"no writer or reader row has token {token}; the fence has {fence_token}")
         return False, None
-    lease_rows = {n: v for n, v in rows.items() if n != fence}
-    if op == "acquire" and not any(t == token for t, _ in lease_rows.values()):
-        top = max((t for t, _ in rows.values()), default=None)
-        return True, ("acquisition_lost_in_crash",
-                      f"no writer or reader row has token {token}; the name's highest token is {top}")
-    if op == "release" and any(t == token and held for t, held in lease_rows.values()):
+    if not mine:
+        return False, None
+    if any(mine):
         return True, ("release_lost_in_crash", f"a row is still held with token {token}")
     return True, None
 

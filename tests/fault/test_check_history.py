@@ -534,6 +534,7 @@ class RwCrashRowChecks(unittest.TestCase):
         lo, _ = fault_driver.rw_rows_range(self.NAME)
         pad = lambda s: s + "." * max(0, 256 - len(s))  # noqa: E731
         names = {"writer": pad(lo + "writer"), "reader": pad(lo + "reader." + "ab" * 16 + "." + "0" * 20),
+                 "reader2": pad(lo + "reader." + "cd" * 16 + "." + "0" * 20),
                  "fence": fault_driver.rw_fence_row(self.NAME)}
         return {names[k]: v for k, v in by_kind.items()}
 
@@ -562,8 +563,14 @@ class RwCrashRowChecks(unittest.TestCase):
         self.assertEqual((judged, violation[0]), (True, "release_lost_in_crash"))
         self.assertEqual(self.judge("release", 7, writer=(7, False), fence=(7, False)), (True, None))
 
-    def test_a_later_acquisition_is_not_judged(self):
+    def test_a_later_acquisition_of_the_same_row_is_not_judged(self):
         self.assertEqual(self.judge("acquire", 7, reader=(8, True), fence=(8, False)), (False, None))
+        self.assertEqual(self.judge("release", 7, reader=(8, True), fence=(8, False)), (False, None))
+
+    def test_another_reader_since_does_not_hide_this_ones_row(self):
+        self.assertEqual(self.judge("acquire", 7, reader=(7, True), reader2=(8, True), fence=(8, False)), (True, None))
+        self.assertEqual(self.judge("release", 7, reader=(7, True), reader2=(8, True), fence=(8, False))[1][0],
+                         "release_lost_in_crash")
 
     def test_rw_acknowledgments_are_crash_targets(self):
         with tempfile.TemporaryDirectory() as d:

@@ -112,7 +112,9 @@ struct SQLLOCK_EXPORT reserve_result {
 SQLLOCK_EXPORT reserve_result decrement(client& c, const stock_table& table, const value& key, std::int64_t quantity = 1,
                          const reserve_options& options = {});
 
-/// Take several items in one transaction, all or nothing. Items with the same key are merged.
+/// Take several items in one transaction, all or nothing. Items with the same key are merged, and so
+/// are keys the database calls equal (one row: e.g. "Sku-1" and "sku-1 " under MariaDB's
+/// utf8mb4_general_ci): checked against the row's quantity together, each reporting what it has left.
 /// Rows are locked in one deterministic order (sorted keys; for_update: the database's key
 /// order), so two reservations of the same items in opposite orders cannot deadlock.
 /// Throws invalid_argument for bad names, keys or quantities, and database errors other than

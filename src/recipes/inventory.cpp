@@ -166,7 +166,11 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
   // The latest committed quantity, locked until this transaction ends. MySQL/MariaDB: a plain
   // SELECT would read the REPEATABLE READ snapshot, which may be older than what the UPDATE saw.
   // SQLite: the transaction holds the write lock already.
-  const std::string select_latest = select_own + (n.d == dialect::sqlite ? "" : " FOR UPDATE");
+  const std::string select_latest = "SELECT " + n.key + ", " + n.qty + " FROM " + n.table + where_key +
+                                    (n.d == dialect::sqlite ? "" : " FOR UPDATE");
+  // The row a line names, as the database stored its key: keys the database calls equal (MariaDB's
+  // case-insensitive, PAD SPACE collations: "Sku-1", "sku-1", "Sku-1 ") read the same stored key.
+  const std::string select_stored_key = "SELECT " + n.key + " FROM " + n.table + where_key;
   switch (strategy) {
     case stock_strategy::atomic_update:
     case stock_strategy::for_update: {
@@ -187,18 +191,39 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
       }
       const std::string update =
           "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ?" + bump + where_key + " AND " + n.qty + " >= ?";
-      for (const auto& l : lines) {
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        const auto& l = lines[i];
         if (tx.execute(update, {l.quantity, l.key, l.quantity}) < 1) {
           // Refused: decide on the latest committed row, locked so the answer stays true until
           // this transaction ends. A row that gained stock since the UPDATE looked is ours now.
           auto rows = tx.query(select_latest, {l.key});
           if (rows.empty()) return failed(status::not_found, l);
-          const auto q = rows[0].as_int(0);
-          if (q < l.quantity) return failed(status::insufficient, l, q);
+          const auto q = rows[0].as_int(1);
+          if (q < l.quantity) {
+            // Earlier lines of this request that name the same row (keys the database calls
+            // equal) took from it already: the refusal is the row's, answered with its committed
+            // quantity and the request's first item of that row (the rare path: one read a line).
+            const auto stored = rows[0][0].value_or("");
+            std::int64_t taken = 0;
+            std::size_t first = l.first_index;
+            for (std::size_t j = 0; j < i; ++j) {
+              auto other = tx.query(select_stored_key, {lines[j].key});
+              if (!other.empty() && other[0][0].value_or("") == stored) {
+                taken += lines[j].quantity;
+                first = std::min(first, lines[j].first_index);
+              }
+            }
+            auto refusal = failed(status::insufficient, l, q + taken);
+            refusal.failed_item = first;
+            return refusal;
+          }
           if (tx.execute(update, {l.quantity, l.key, l.quantity}) < 1) {
             throw serialization_failure("reserve: the stock row changed under its lock");
           }
         }
+      }
+      // Read after every update, so that lines naming one row all report what it has left.
+      for (const auto& l : lines) {
         auto rows = tx.query(select_own, {l.key});
         if (rows.empty()) throw serialization_failure("reserve: the stock row vanished after its update");
         set_new(l, rows[0].as_int(0));
@@ -206,29 +231,52 @@ reserve_result run_strategy(transaction& tx, const names& n, const stock_table& 
       return r;
     }
     case stock_strategy::optimistic_cas: {
-      const std::string read = "SELECT " + n.qty + ", " + n.version + " FROM " + n.table + where_key;
-      std::vector<std::int64_t> versions;
+      // Read each line's row with its stored key. Lines whose keys the database calls equal (a
+      // case-insensitive or PAD SPACE collation: "Sku-1", "sku-1", "Sku-1 ") read the same stored
+      // key: they are one item of the row, merged like repeated keys, checked against the row's
+      // quantity as a whole and swapped once (two swaps of one row under one read version would
+      // conflict with each other on every run). The database decides equality, not sqllock.
+      const std::string read =
+          "SELECT " + n.key + ", " + n.qty + ", " + n.version + " FROM " + n.table + where_key;
+      struct row_item {
+        const line* first_line = nullptr;  // the line whose key is bound for the swap
+        std::int64_t quantity = 0;         // the merged lines' total
+        std::int64_t version = 0;
+        std::size_t first_index = 0;       // the request's first item of the row
+        std::vector<const line*> members;
+      };
+      std::vector<row_item> items;
+      std::map<std::string, std::size_t> by_stored_key;
       for (const auto& l : lines) {
         auto got = tx.query(read, {l.key});
         if (got.empty()) return failed(status::not_found, l);
-        const auto qty = got[0].as_int(0);
-        if (qty < l.quantity) return failed(status::insufficient, l, qty);
-        versions.push_back(got[0].as_int(1));
+        const auto [pos, fresh] = by_stored_key.try_emplace(got[0][0].value_or(""), items.size());
+        if (fresh) items.push_back({&l, 0, got[0].as_int(2), l.first_index, {}});
+        row_item& it = items[pos->second];
+        if (l.quantity > INT64_MAX - it.quantity) throw invalid_argument("reserve: quantity overflow");
+        it.quantity += l.quantity;
+        it.first_index = std::min(it.first_index, l.first_index);
+        it.members.push_back(&l);
+        const auto qty = got[0].as_int(1);
+        if (qty < it.quantity) {
+          auto refusal = failed(status::insufficient, l, qty);
+          refusal.failed_item = it.first_index;
+          return refusal;
+        }
       }
       // The compare-and-swap is relative: the version check makes it optimistic (a change since
       // the read is a conflict and the whole transaction runs again), the quantity is taken from
       // the row as it is and never goes below 0.
       const std::string cas = "UPDATE " + n.table + " SET " + n.qty + " = " + n.qty + " - ?" + bump + where_key +
                               " AND " + n.version + " = ? AND " + n.qty + " >= ?";
-      for (std::size_t i = 0; i < lines.size(); ++i) {
-        const auto& l = lines[i];
-        if (tx.execute(cas, {l.quantity, l.key, versions[i], l.quantity}) < 1) {
+      for (const auto& it : items) {
+        if (tx.execute(cas, {it.quantity, it.first_line->key, it.version, it.quantity}) < 1) {
           // Another version, too little left, or gone: the next run reads again and decides.
           throw version_conflict("reserve: the stock row changed since it was read");
         }
-        auto rows = tx.query(select_own, {l.key});
+        auto rows = tx.query(select_own, {it.first_line->key});
         if (rows.empty()) throw serialization_failure("reserve: the stock row vanished after its update");
-        set_new(l, rows[0].as_int(0));
+        for (const auto* m : it.members) set_new(*m, rows[0].as_int(0));
       }
       return r;
     }

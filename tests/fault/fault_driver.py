@@ -109,13 +109,11 @@ class Proc:
             if parts[0] == "O":  # the operation history, read by the history checker
                 # O t phase op name token detail: remember acknowledged acquisitions and releases
                 # (the crash_after_ack class crashes the server right after one).
-                # A reader-writer hold (<prefix>_rwN) lives in a derived row (the writer's, or a
-                # reader row named after the client's nonce) that the row check cannot name: not
-                # a crash_after_ack target (a write hold's A line makes it a target of the other
-                # holder faults). A fair hold (<prefix>_fair0) is one: its lock row is the name's
-                # own (a fair release hands it over with a new token, never the old one).
-                if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release") and \
-                        not RW_NAME.search(parts[4]):
+                # A reader-writer hold (<prefix>_rwN, read or write) is one too: its derived rows
+                # (writer, readers, fence) are judged together (check_after_crash). So is a fair
+                # hold (<prefix>_fair0): its lock row is the name's own (a fair release hands it
+                # over with a new token, never the old one).
+                if len(parts) >= 6 and parts[2] == "ok" and parts[3] in ("acquire", "release"):
                     self.acks += 1
                     self.last_ack = (parts[3], parts[4], int(parts[5]), int(parts[1]))
                 continue
@@ -187,6 +185,45 @@ FAIR_NAME = re.compile(r"_fair\d+(@\d+)?$")  # the fair shape's name (fault_work
 FAIR_TICKET_TTL_US = 2_000_000
 
 
+def rw_rows_range(name):
+    """[lo, hi) holding every lock-table row of reader-writer lease `name` (writer, readers, fence)
+    and nothing else, bytewise: src/core/rw_name.cpp's rw_rows_range ("sqllock.rwlock.<bytes>.<L>.")."""
+    lo = f"sqllock.rwlock.{len(name.encode())}.{name}."
+    return lo, lo[:-1] + "/"
+
+
+def rw_fence_row(name):
+    """The fence row of reader-writer lease `name` (rw_name.cpp): its token is the name's counter."""
+    out = f"sqllock.rwlock.{len(name.encode())}.{name}.fence"
+    return out + "." * max(0, 256 - len(out.encode()))
+
+
+def judge_rw_rows(op, token, rows, fence):
+    """A reader-writer lease's rows after a crash: `rows` maps row name -> (token, held) for the
+    writer, reader and fence rows of the name. Returns (judged, violation or None). Rows are kept on
+    release, each acquisition writes its token into its own row (writer, or its client's reader row)
+    and advances the fence (the name's counter) in the same statement, and readers share the name:
+    another reader acquiring since says nothing of this one. So an acknowledged acquisition passes
+    when a row carries its token, and is lost when none does and the fence is below it (a later
+    token overwriting that very row is not judged); an acknowledged release is judged when its row
+    still carries the token, and lost when that row is still held."""
+    lease_rows = [v for n, v in rows.items() if n != fence]
+    mine = [held for t, held in lease_rows if t == token]
+    fence_token = rows[fence][0] if fence in rows else None
+    if op == "acquire":
+        if mine:
+            return True, None
+        if fence_token is not None and fence_token < token:
+            return True, ("acquisition_lost_in_crash",
+                          f"no writer or reader row has token {token}; the fence has {fence_token}")
+        return False, None
+    if not mine:
+        return False, None
+    if any(mine):
+        return True, ("release_lost_in_crash", f"a row is still held with token {token}")
+    return True, None
+
+
 def lock_row_of(name):
     """The lock row of a logged name: the name itself, or the permit row of <semaphore>#<slot>."""
     sem, hash_, slot = name.rpartition("#")
@@ -226,7 +263,7 @@ class Driver:
         self.server_port = u.port if u else None
         self.plain_url = opts.url
         self.pg_settings = set(opts.pg_setting.split(",")) - {"default"} if self.backend == "postgresql" else set()
-        self.crash_checks = {"judged": 0, "taken_since": 0}
+        self.crash_checks = {"judged": 0, "taken_since": 0, "rw_judged": 0}
         self.refusal_checked = False
         if opts.accept_unsafe_durability:
             # Every worker (and setup, verify, dump) accepts a lazy server: the run shows what a crash
@@ -722,6 +759,9 @@ class Driver:
         ev.update(op=op, name=name, token=token, ms_after_ack=(t - t_ack) / 1000)
         plain, at, k = name.rpartition("@")
         table = f"{self.prefix}_lt{k}" if at else "sqllock_locks"  # --tables: <name>@<k> lives in table k
+        if RW_NAME.search(name):
+            self.check_rw_after_crash(op, name, plain if at else name, table, token, t, t_ack, ev)
+            return
         row = self.admin_sql(f"SELECT token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM {table} "
                              f"WHERE name = '{lock_row_of(plain if at else name)}'").replace("|", " ").split()
         if len(row) != 2:
@@ -739,6 +779,30 @@ class Driver:
             self.v.add("release_lost_in_crash",
                        f"{name}: release of token {token} acknowledged {(t - t_ack) / 1000:.1f} ms before "
                        f"the crash; after recovery the row is still held with that token")
+
+    def check_rw_after_crash(self, op, name, lease, table, token, t, t_ack, ev):
+        """check_after_crash for a reader-writer lease: its writer, reader and fence rows, in one
+        range read (judge_rw_rows)."""
+        lo, hi = rw_rows_range(lease)
+        out = self.admin_sql(f"SELECT name, token, CASE WHEN holder_id IS NULL THEN 0 ELSE 1 END FROM {table} "
+                             f"WHERE name >= '{lo}' AND name < '{hi}'")
+        rows = {}
+        for line in out.splitlines():
+            cols = line.replace("|", "\t").split("\t")
+            if len(cols) == 3 and cols[1].strip().lstrip("-").isdigit():
+                rows[cols[0].strip()] = (int(cols[1]), cols[2].strip() == "1")
+        fence = rw_fence_row(lease)
+        if fence not in rows:
+            self.v.add("crash_check_failed", f"no fence row for {name} after the crash ({len(rows)} rows)")
+            return
+        judged, violation = judge_rw_rows(op, token, rows, fence)
+        ev.update(row_token=rows[fence][0], rw_rows=len(rows))
+        self.crash_checks["judged" if judged else "taken_since"] += 1
+        self.crash_checks["rw_judged"] += 1 if judged else 0
+        if violation:
+            kind, what = violation
+            self.v.add(kind, f"{name} ({op} of token {token} acknowledged {(t - t_ack) / 1000:.1f} ms before "
+                             f"the crash): after recovery {what}")
 
     def apply_durability(self, after_crash=False):
         """--server-durability lazy: the server's default commit durability made lazy (PostgreSQL
@@ -1381,7 +1445,7 @@ class Driver:
               f"{'(flush=%d)' % o.mysql_flush if o.server_durability == 'lazy' and self.backend == 'mysql' else ''}"
               f"{'(refusal_checked)' if self.refusal_checked else ''}"
               f"{'(unsafe_accepted)' if o.accept_unsafe_durability else ''} "
-              f"crash_row_checks[judged={self.crash_checks['judged']},taken_since={self.crash_checks['taken_since']}] "
+              f"crash_row_checks[judged={self.crash_checks['judged']},taken_since={self.crash_checks['taken_since']},rw_judged={self.crash_checks['rw_judged']}] "
               f"shared_holder={len(self.shared_slots)} ttl_ms={o.ttl_ms}-{max(o.ttl_ms, o.ttl_max_ms)} "
               f"history[{','.join(f'{k}={v}' for k, v in self.hist.items())}] "
               f"proxies[{self.proxy_totals()}] "

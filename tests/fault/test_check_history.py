@@ -524,5 +524,63 @@ class RwWriterFaults(DriverHistoryCase):
         d = self.killed_then_nobody("hold=1")
         self.assertEqual(self.kinds(d), ["stuck_lock"], d.v.items)
 
+class RwCrashRowChecks(unittest.TestCase):
+    """crash_after_ack on reader-writer leases: an acknowledged read or write acquisition of
+    <prefix>_rwN is a target, and its rows (writer, readers, fence) are judged after recovery."""
+
+    NAME = "f_rw0"
+
+    def rows(self, **by_kind):
+        lo, _ = fault_driver.rw_rows_range(self.NAME)
+        pad = lambda s: s + "." * max(0, 256 - len(s))  # noqa: E731
+        names = {"writer": pad(lo + "writer"), "reader": pad(lo + "reader." + "ab" * 16 + "." + "0" * 20),
+                 "reader2": pad(lo + "reader." + "cd" * 16 + "." + "0" * 20),
+                 "fence": fault_driver.rw_fence_row(self.NAME)}
+        return {names[k]: v for k, v in by_kind.items()}
+
+    def judge(self, op, token, **rows):
+        return fault_driver.judge_rw_rows(op, token, self.rows(**rows), fault_driver.rw_fence_row(self.NAME))
+
+    def test_the_rows_range_holds_writer_readers_and_fence_only(self):
+        lo, hi = fault_driver.rw_rows_range(self.NAME)
+        for row in self.rows(writer=0, reader=0, fence=0):
+            self.assertTrue(lo <= row < hi, row)
+        self.assertFalse(lo <= fault_driver.rw_fence_row("f_rw01") < hi)
+
+    def test_an_acknowledged_read_whose_row_survived_passes(self):
+        self.assertEqual(self.judge("acquire", 7, reader=(7, True), writer=(5, False), fence=(7, False)), (True, None))
+
+    def test_an_acknowledged_write_released_before_the_freeze_passes(self):
+        self.assertEqual(self.judge("acquire", 7, writer=(7, False), fence=(7, False)), (True, None))
+
+    def test_an_acknowledged_acquisition_lost_in_the_crash_is_a_violation(self):
+        judged, violation = self.judge("acquire", 7, reader=(4, False), writer=(6, False), fence=(6, False))
+        self.assertTrue(judged)
+        self.assertEqual(violation[0], "acquisition_lost_in_crash")
+
+    def test_an_acknowledged_release_still_held_is_a_violation(self):
+        judged, violation = self.judge("release", 7, writer=(7, True), fence=(7, False))
+        self.assertEqual((judged, violation[0]), (True, "release_lost_in_crash"))
+        self.assertEqual(self.judge("release", 7, writer=(7, False), fence=(7, False)), (True, None))
+
+    def test_a_later_acquisition_of_the_same_row_is_not_judged(self):
+        self.assertEqual(self.judge("acquire", 7, reader=(8, True), fence=(8, False)), (False, None))
+        self.assertEqual(self.judge("release", 7, reader=(8, True), fence=(8, False)), (False, None))
+
+    def test_another_reader_since_does_not_hide_this_ones_row(self):
+        self.assertEqual(self.judge("acquire", 7, reader=(7, True), reader2=(8, True), fence=(8, False)), (True, None))
+        self.assertEqual(self.judge("release", 7, reader=(7, True), reader2=(8, True), fence=(8, False))[1][0],
+                         "release_lost_in_crash")
+
+    def test_rw_acknowledgments_are_crash_targets(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "w.log")
+            with open(log, "w") as f:
+                f.write(f"O\t{T0}\tok\tacquire\t{self.NAME}@1\t12\tread\n")
+            p = fault_driver.Proc(0, 0, FakeProc(1, 0, log), log, None)
+            p.poll_log()
+            self.assertEqual((p.acks, p.last_ack), (1, ("acquire", self.NAME + "@1", 12, T0)))
+
+
 if __name__ == "__main__":
     unittest.main()

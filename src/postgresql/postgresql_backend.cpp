@@ -402,7 +402,18 @@ class postgresql_backend final : public backend {
   bool guards_hold_off_readers() const noexcept override { return true; }
 
   std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode) override {
-    return first_lock_row(mode == lock_wait::nowait ? writer_check_nowait_ : writer_check_, {name});
+    if (mode == lock_wait::wait) return first_lock_row(writer_check_, {name});
+    // SKIP LOCKED: a row lock met is an answer (row_locked false), not an error in the server's log.
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(writer_check_nowait_, {name}, steady::now() + io_timeout);
+    if (PQntuples(r.get()) == 0) return std::nullopt;
+    if (field_text(r.get(), 0, 8) != "t") {
+      throw lock_not_available("postgresql: the writer row is locked (a guarded transaction, a renewal or another "
+                               "reader's check)",
+                               std::string(backend_name), "55P03", "rw_writer_check_nowait");
+    }
+    return info(r.get(), 0);
   }
 
   std::vector<lock_info> list_locks() override {

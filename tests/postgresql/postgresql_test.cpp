@@ -354,6 +354,39 @@ TEST_F(PostgreSQL, ContentionAndConcurrentMigrateLeaveNoDuplicateKeyInServerLog)
   EXPECT_GT(lines, 0);
 }
 
+// A reader that meets the writer row locked (a guarded transaction of the write hold, a renewal,
+// another reader's check) falls back to a plain look; the server must not log that as an error: a
+// NOWAIT check logged one ERROR line (55P03, "could not obtain lock on row") per such reader.
+TEST_F(PostgreSQL, AReaderMeetingALockedWriterRowLogsNoErrorOnTheServer) {
+  const std::string table = unique("pg_locks_rw_log");
+  sqllock::client_options o;
+  o.table = table;
+  o.require_schema = false;
+  auto a = client(o);
+  a.migrate();
+  auto b = client(o);
+  const std::string name = unique("pg_rw_log");
+  {
+    auto w = a.try_acquire_write(name, {.ttl = 10s});
+    ASSERT_TRUE(w);
+    auto tx = a.begin();
+    tx.require_lease(*w);  // the writer row locked in share mode until the transaction ends
+    for (int i = 0; i < 5; ++i) EXPECT_FALSE(b.try_acquire_read(name)) << "a reader came in beside a live writer";
+    tx.commit();
+  }
+  pg_handle h(url());
+  h.run("DROP TABLE " + table + ", " + table + "_schema");
+
+  const std::string log = env("SQLLOCK_TEST_POSTGRESQL_LOG");
+  ASSERT_FALSE(log.empty()) << "SQLLOCK_TEST_POSTGRESQL_LOG is not set (scripts/postgresql-server.sh sets it)";
+  std::ifstream in(log);
+  ASSERT_TRUE(in) << "cannot read " << log;
+  std::string line;
+  while (std::getline(in, line)) {
+    EXPECT_EQ(line.find("relation \"" + table + "\""), std::string::npos) << log << ": " << line;
+  }
+}
+
 // ---- restart ----
 
 TEST_F(PostgreSQL, FencingTokensKeepGrowingAcrossAServerRestart) {

@@ -128,12 +128,8 @@ class lease_book {
   /// (`started` + TTL - loss_margin): by this client's own rule the lease is already lost, and
   /// another client may take it at any moment, so it must never be handed to the caller (a slow
   /// answer under a loaded server once returned such a lease 148 ms after its on_lost had run).
-  /// `valid_for`: the lease is known to last only that long from `started` (a fair lease read
-  /// after its hand-over, still at the ticket's TTL): its loss point follows from it and it is due
-  /// for renewal (to options.ttl) at once. Unset: options.ttl.
   std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,
-                                   const lease_options& options, const std::shared_ptr<lease_engine>& engine,
-                                   std::optional<std::chrono::milliseconds> valid_for = std::nullopt);
+                                   const lease_options& options, const std::shared_ptr<lease_engine>& engine);
 
   /// Drop a hold. Returns the release to send when it was the acquisition's last hold (nullopt for
   /// an inner hold: the lease stays). A hold is dropped at most once.

@@ -94,10 +94,8 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   /// counts the try as not acquired and frees the row by its owner id once the call ends without a
   /// lease, as for a try whose answer was lost: a later try of the same call re-sends that owner id
   /// and may find the row again as its own live lease, so no release of it may be pending meanwhile.
-  /// `valid_for`: see lease_book::add (a fair lease started from the read of its hand-over).
   std::shared_ptr<lease_state> record(const lease_ref& ref, std::uint64_t scope, steady::time_point started,
-                                      const lease_options& options, const std::shared_ptr<lease_engine>& self,
-                                      std::optional<std::chrono::milliseconds> valid_for = std::nullopt);
+                                      const lease_options& options, const std::shared_ptr<lease_engine>& self);
   /// acquire() in fair mode, past re-entry: take a ticket, poll it (renewing it) until it is the
   /// lowest live one or the lock was handed to it, then take the lock with the same owner id.
   std::shared_ptr<lease_state> acquire_fair(const std::string& name, const lease_options& options,

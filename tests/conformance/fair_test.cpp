@@ -288,7 +288,7 @@ TEST(Fair, AGuardedTransactionHoldsOffTheHandOverOfItsReleasedLease) {
   auto b = labelled("guard-b");
   user_table t(a, {{1, 10}});
   const auto name = unique_name("fair_guard");
-  auto g = a.try_acquire(name, fair(2s, 1s));
+  auto g = a.try_acquire(name, fair(2s, 500ms));
   ASSERT_TRUE(g);
   auto tx = a.begin();
   tx.require_lease(*g);
@@ -304,7 +304,7 @@ TEST(Fair, AGuardedTransactionHoldsOffTheHandOverOfItsReleasedLease) {
   } catch (const sqllock::error&) {
     // Held off by the guard (MariaDB, SQLite) until its bound: re-sent in the background.
   }
-  std::this_thread::sleep_for(500ms);
+  std::this_thread::sleep_for(400ms);
   EXPECT_EQ(entered.load(), 0) << "the lock was handed on while a guarded transaction of its lease was open";
   const auto committed = clock::now();
   tx.commit();

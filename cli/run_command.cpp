@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "lease_timing.hpp"
 #include "output_format.hpp"
 #include "supervisor.hpp"
 #include "sqllock/client.hpp"
@@ -278,28 +279,6 @@ int exit_code_of(int status) {
   return exit_code::software;
 }
 
-/// When `run` stops CMD because the lease is not being renewed. SIGKILL goes kill_margin before the
-/// local expiry estimate (guard.valid_until(): the start of the last successful acquire or renew
-/// plus the TTL, never later than the lease's end in the database), SIGTERM term_lead before that:
-/// the grace, but at most until a third of the TTL is left, so a healthy lease (renewed every third
-/// of its TTL) is never stopped.
-struct lease_timing {
-  std::chrono::milliseconds kill_margin;    ///< TTL/10, at most 1 s
-  std::chrono::milliseconds term_lead;      ///< min(--grace, TTL/3 - kill_margin)
-  std::chrono::milliseconds grace;          ///< --grace
-  std::chrono::milliseconds publish_every;  ///< how often the supervisor learns the lease's end
-};
-
-lease_timing lease_timing_for(const run_options& options) {
-  using std::chrono::milliseconds;
-  lease_timing t{};
-  t.kill_margin = std::clamp(options.ttl / 10, milliseconds(0), milliseconds(1000));
-  t.term_lead = std::clamp(options.grace, milliseconds(0), std::max(options.ttl / 3 - t.kill_margin, milliseconds(0)));
-  t.grace = options.grace;
-  t.publish_every = std::clamp(options.ttl / 6, milliseconds(10), milliseconds(5000));
-  return t;
-}
-
 }  // namespace
 
 int run_run(const common_options& common, const run_options& run_flags) {
@@ -369,7 +348,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
     if (options.holder) client_options.holder_id = *options.holder;
     sqllock::client client = sqllock::connect(url, client_options);
 
-    const lease_timing timing = lease_timing_for(options);
+    const lease_timing timing = lease_timing_for(options.ttl, options.grace);
     sqllock::lease_options lease;
     lease.ttl = options.ttl;
     lease.auto_renew = true;

@@ -7,13 +7,23 @@
 -- that died meanwhile stalls the queue no longer than a dead waiter would. The grantee learns it
 -- holds by its next poll (its acquire statement then finds its own live lease and extends it). The
 -- releaser's ticket is deleted whatever the owner check says (an abandoned waiter leaves the queue).
+-- A transaction guarding the lease (lease_guard.sql's FOR KEY SHARE) holds the hand-over off: the
+-- hand-over is a plain UPDATE, which that lock does not stop, and the grantee's acquire then finds
+-- its own live lease and takes no FOR UPDATE either, so the next holder could write before the
+-- guarded transaction commits. The row is locked FOR UPDATE SKIP LOCKED first: when a guard (or
+-- anyone) holds it, the row is freed as by lease_release.sql instead, and the next acquire's
+-- takeover waits for the guard (lease_acquire.sql); the ticket keeps its place in the queue.
 -- Durable like lease_acquire.
 -- Columns: released, next_owner, notified (null).
 WITH {{part:epoch}}, {{part:durable}}, t AS (
   SELECT clock_timestamp() AS now
+), unguarded AS (
+  SELECT 1 FROM {{locks}}
+  WHERE name = $1 AND owner = $2 AND ($3::bigint = 0 OR token = $3::bigint) AND holder_id IS NOT NULL
+  FOR UPDATE SKIP LOCKED
 ), nxt AS (
   SELECT q.owner, q.holder_id, q.ttl_ms FROM {{locks_queue}} AS q CROSS JOIN t
-  WHERE q.name = $1 AND q.owner <> $2 AND q.expires_at > t.now
+  WHERE q.name = $1 AND q.owner <> $2 AND q.expires_at > t.now AND EXISTS (SELECT 1 FROM unguarded)
   ORDER BY q.seq
   LIMIT 1
 ), u AS (

@@ -232,6 +232,18 @@ class backend {
   /// the caller lane, in a fresh snapshot (it sees every acquisition committed before it started).
   /// The readers of a reader-writer lease are such a range (see rw_name.hpp).
   virtual std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) = 0;
+  /// live_in_range() by a reader-writer writer: a locking read of every reader row of [lo, hi) that
+  /// names a holder (live or expired) that waits for any transaction guarding one of them
+  /// (transaction::require_lease on a read hold) to end (`mode` lock_wait::wait), so that the
+  /// guarded transaction commits before the writer comes in; with lock_wait::nowait it throws
+  /// lock_not_available at once on a locked row. Sent as inspect_writer_after_guards() is (nowait
+  /// first; on a locked row a plain live_in_range(), and the waiting read only when no reader is
+  /// live), only where guards_hold_off_readers(); the default reads plainly (SQLite).
+  virtual std::optional<lock_info> live_in_range_after_guards(const std::string& lo, const std::string& hi,
+                                                              lock_wait mode) {
+    (void)mode;
+    return live_in_range(lo, hi);
+  }
   /// The number of permits stored for semaphore `name` (schema version 3): stores `permits` when the
   /// name has none yet (first use), and returns what is stored either way (two short statements).
   virtual int semaphore_permits(const std::string& name, int permits) = 0;

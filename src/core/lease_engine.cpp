@@ -820,13 +820,27 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
       try {
         // This scope's own read lock (taken after this write lock by another thread of a per_client
         // scope: a downgrade) is no reader to wait for: look on either side of it.
+        // Where a guarded transaction of a read hold can outlive its lease, the look is the
+        // reader's mirror: a locking read that does not wait (one statement when no reader row is
+        // locked); on a locked row a plain read (a live reader: wait for it as ever), and only when
+        // no reader is live a locking read that waits for the guard's transaction to end.
+        const auto look = [&](const std::string& from, const std::string& to) -> std::optional<lock_info> {
+          if (!db_->guards_hold_off_readers()) return db_->live_in_range(from, to);
+          try {
+            return db_->live_in_range_after_guards(from, to, lock_wait::nowait);
+          } catch (const lock_not_available&) {
+            // A reader row is locked: look plainly, then wait for the lock if no reader is live.
+          }
+          if (auto r = db_->live_in_range(from, to)) return r;
+          return db_->live_in_range_after_guards(from, to, lock_wait::wait);
+        };
         if (book_.holds_live_in_scope(own_reader, scope, steady::now())) {
           std::string after = own_reader;
           ++after.back();  // reader rows of one name all have the same length: none lies between
-          reader = db_->live_in_range(lo, own_reader);
-          if (!reader) reader = db_->live_in_range(after, hi);
+          reader = look(lo, own_reader);
+          if (!reader) reader = look(after, hi);
         } else {
-          reader = db_->live_in_range(lo, hi);
+          reader = look(lo, hi);
         }
         last_error = nullptr;
         // No reader left, or another thread of this scope saw them drain meanwhile (a reader seen

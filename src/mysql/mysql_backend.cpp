@@ -60,6 +60,8 @@ struct statement_set {
         inspect(statement_text("lease_inspect", table)),
         writer_check(statement_text("rw_writer_check", table)),
         writer_check_nowait(statement_text("rw_writer_check_nowait", table)),
+        readers_check(statement_text("rw_readers_check", table)),
+        readers_check_nowait(statement_text("rw_readers_check_nowait", table)),
         list(statement_text("lease_list", table)),
         live_range(statement_text("lease_live_in_range", table)),
         semaphore_register(statement_text("semaphore_register", table)),
@@ -82,7 +84,7 @@ struct statement_set {
         sync_wait(statement_text("session_sync_wait", table)) {}
   std::string acquire, acquire_plain, acquire_result, acquire_fenced, acquire_fenced_plain, fence_advance,
       fence_advance_plain, fence_read, fence_floor, fence_lift, renew, renew_check, release, release_plain, force_release,
-      inspect, writer_check, writer_check_nowait, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
+      inspect, writer_check, writer_check_nowait, readers_check, readers_check_nowait, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
       queue_list, fair_release, wake_take, wake_take_wait, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
       migrate_unlock, time_zone, sync_wait;
 };
@@ -282,6 +284,23 @@ class mysql_backend final : public backend {
   std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode) override {
     if (mode == lock_wait::nowait) return first_lock_row(sql_.writer_check_nowait, "rw_writer_check_nowait", {name});
     return first_lock_row(sql_.writer_check, "rw_writer_check", {name});
+  }
+
+  std::optional<lock_info> live_in_range_after_guards(const std::string& lo, const std::string& hi,
+                                                      lock_wait mode) override {
+    const bool nowait = mode == lock_wait::nowait;
+    std::lock_guard lock(caller_mutex_);
+    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
+      count_statement();
+      result_rows r = c.query(nowait ? sql_.readers_check_nowait : sql_.readers_check, {lo, hi},
+                              nowait ? "rw_readers_check_nowait" : "rw_readers_check", true);
+      std::optional<lock_info> last;
+      for (const auto& row : r) {
+        auto i = row_to_info(row);
+        if (i.time_left.count() > 0 && (!last || i.time_left > last->time_left)) last = std::move(i);
+      }
+      return last;
+    });
   }
 
   std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {

@@ -168,6 +168,8 @@ class postgresql_backend final : public backend {
         inspect_(load("lease_inspect", table_)),
         writer_check_(load("rw_writer_check", table_)),
         writer_check_nowait_(load("rw_writer_check_nowait", table_)),
+        readers_check_(load("rw_readers_check", table_)),
+        readers_check_nowait_(load("rw_readers_check_nowait", table_)),
         list_(load("lease_list", table_)),
         live_range_(load("lease_live_in_range", table_)),
         semaphore_register_(load("semaphore_register", table_)),
@@ -425,6 +427,20 @@ class postgresql_backend final : public backend {
     return out;
   }
 
+  std::optional<lock_info> live_in_range_after_guards(const std::string& lo, const std::string& hi,
+                                                      lock_wait mode) override {
+    std::lock_guard lock(caller_mutex_);
+    count_statement();
+    auto r = caller_.run(mode == lock_wait::nowait ? readers_check_nowait_ : readers_check_, {lo, hi},
+                         steady::now() + io_timeout);
+    std::optional<lock_info> last;
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      auto row = info(r.get(), i);
+      if (row.time_left.count() > 0 && (!last || row.time_left > last->time_left)) last = std::move(row);
+    }
+    return last;
+  }
+
   std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
     return first_lock_row(live_range_, {lo, hi});
   }
@@ -552,7 +568,7 @@ class postgresql_backend final : public backend {
   client_options options_;
   conn_target target_;
   std::string table_;
-  statement acquire_, acquire_fenced_, renew_, release_, force_release_, inspect_, writer_check_, writer_check_nowait_, list_, live_range_, semaphore_register_, semaphore_permits_,
+  statement acquire_, acquire_fenced_, renew_, release_, force_release_, inspect_, writer_check_, writer_check_nowait_, readers_check_, readers_check_nowait_, list_, live_range_, semaphore_register_, semaphore_permits_,
       queue_poll_, queue_state_, queue_leave_, queue_list_, fair_release_,
       schema_tables_, schema_version_, migrate_lock_, migrate_record_;
 

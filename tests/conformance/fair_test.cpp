@@ -276,3 +276,40 @@ TEST(Fair, PlainAcquirersNeverTakeTheLockFromTheQueue) {
   ASSERT_TRUE(gp && gf);
   EXPECT_GT(gp->fencing_token(), gf->fencing_token());
 }
+
+// A guarded transaction holds off every takeover until it ends (transaction::require_lease), also
+// when its lease is released while the transaction is still open (a cleanup thread releasing after
+// on_lost, a guard that goes out of scope before the transaction commits). A plain release frees
+// the row and the next acquire's takeover waits for the transaction; a fair release hands the row
+// over in the same statement, and the grantee's acquire then finds its own live lease: neither may
+// let the next holder in, or write, before the guarded transaction has ended.
+TEST(Fair, AGuardedTransactionHoldsOffTheHandOverOfItsReleasedLease) {
+  auto a = labelled("guard-a");
+  auto b = labelled("guard-b");
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("fair_guard");
+  auto g = a.try_acquire(name, fair(2s, 500ms));
+  ASSERT_TRUE(g);
+  auto tx = a.begin();
+  tx.require_lease(*g);
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  std::atomic<clock::rep> entered{0};
+  std::jthread taker([&] {
+    auto h = b.acquire_for(name, 20s, fair(2s, 5s));
+    entered = clock::now().time_since_epoch().count();
+  });
+  ASSERT_TRUE(wait_for_waiters(a, name, 1)) << "b took no ticket";
+  try {
+    g->release();  // the transaction is still open
+  } catch (const sqllock::error&) {
+    // Held off by the guard (MariaDB, SQLite) until its bound: re-sent in the background.
+  }
+  std::this_thread::sleep_for(400ms);
+  EXPECT_EQ(entered.load(), 0) << "the lock was handed on while a guarded transaction of its lease was open";
+  const auto committed = clock::now();
+  tx.commit();
+  taker.join();
+  ASSERT_NE(entered.load(), 0);
+  EXPECT_GE(clock::time_point(clock::duration(entered.load())), committed);
+  EXPECT_EQ(t.qty(1), 11);
+}

@@ -520,3 +520,33 @@ TEST(ReadWrite, AReadAcquireBesideNoWriterCostsWhatAWriteAcquireBesideNoReaderCo
   const auto read = statements([&] { return a.try_acquire_read(name, once); });
   EXPECT_EQ(read, write) << "a read acquire after a write hold was released, against a write acquire";
 }
+
+// The other way round: a guarded transaction of a read hold keeps the writer out until it ends
+// (transaction::require_lease: a write made in a guarded transaction commits only while the lease
+// is held). The reader pauses past its TTL with the transaction open; the writer's drain sees no
+// live reader (its locking look that does not wait meets the guard's lock, its plain look finds
+// no live reader), and its waiting locking look waits for the guard's transaction.
+TEST(ReadWrite, AGuardedReadHoldKeepsTheWriterOutUntilItsTransactionEnds) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("rw_guard_writer");
+  auto r = a.try_acquire_read(name, {.ttl = 300ms, .auto_renew = false});
+  ASSERT_TRUE(r);
+  auto tx = a.begin();
+  tx.require_lease(*r);
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  std::atomic<clock::rep> entered{0};
+  std::jthread writer([&] {
+    auto w = b.acquire_write_for(name, 20s, {.ttl = 5s});
+    entered = clock::now().time_since_epoch().count();
+  });
+  std::this_thread::sleep_for(500ms);  // the reader "pauses" past its TTL, its transaction still open
+  EXPECT_EQ(entered.load(), 0) << "a writer came in while a guarded transaction of a read hold was open";
+  const auto committed = clock::now();
+  tx.commit();
+  writer.join();
+  ASSERT_NE(entered.load(), 0);
+  EXPECT_GE(clock::time_point(clock::duration(entered.load())), committed);
+  EXPECT_EQ(t.qty(1), 11);
+}

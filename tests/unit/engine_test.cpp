@@ -1257,3 +1257,51 @@ TEST(EngineAttack, AReadLockStillCheckingForAWriterIsNotReenteredByAnotherThread
   first.join();
   writer_engine->release(*w);
 }
+
+// ---- adversarial review (h56) ----
+
+// A bounded fair wait's leave is cut at the wait's deadline plus the grace (baeb20e), so under a
+// slow or partitioned server it goes to the outbox while the waiter's ticket is still live. The
+// holder's release then hands the lock to that stale ticket, and the same client acquires the name
+// again (a new call, which takes the row once the stale ticket and its lease have expired). The
+// leave, sent again only now (another thread's acquire of the name flushes it first), names the
+// old call's owner id: it must free nothing of the new lease. (Fails with a leave that releases by
+// name alone.)
+TEST(EngineAttack, AFairLeaveSentAgainAfterTheSameClientReacquiredTheNameFreesNothingOfIt) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto fb_owned = std::make_unique<d::fake_backend>(db);
+  d::fake_backend* fb = fb_owned.get();
+  sqllock::client_options ob;
+  ob.scope = sqllock::holder_scope::per_thread;
+  auto eb = std::make_shared<d::lease_engine>(std::move(fb_owned), ob);
+  auto held = ea->acquire("n", fair_opts(200ms), 0ms, {}, false);
+  ASSERT_TRUE(held);
+  fb->fail(d::fake_op::release, 1000);  // B's releases get no answer (a partition) until healed
+  EXPECT_FALSE(eb->acquire("n", fair_opts(200ms), 50ms, {}, false));
+  std::string stale_owner;
+  {
+    std::lock_guard lk(db->mu);
+    for (const auto& [seq, t] : db->queue) {
+      if (t.owner != held->acq->ref.owner) stale_owner = t.owner;
+    }
+  }
+  ASSERT_FALSE(stale_owner.empty()) << "the leave was applied: no stale ticket to attack with";
+  ea->release(*held);  // handed to B's stale ticket
+  {
+    std::lock_guard lk(db->mu);
+    ASSERT_EQ(db->rows["n"].owner, stale_owner);
+  }
+  auto again = eb->acquire("n", fair_opts(200ms), 2s, {}, false);
+  ASSERT_TRUE(again) << "the stale ticket and its hand-over never expired";
+  ASSERT_NE(again->acq->ref.owner, stale_owner);
+  fb->heal(d::fake_op::release);
+  const int releases = fb->count(d::fake_op::release);
+  std::thread([&] { EXPECT_FALSE(eb->acquire("n", {}, 0ms, {}, false)); }).join();  // flushes the leave first
+  EXPECT_GT(fb->count(d::fake_op::release), releases) << "the pending leave was not sent again";
+  EXPECT_TRUE(eb->usable(*again));
+  EXPECT_FALSE(ea->acquire("n", {}, 0ms, {}, false)) << "the leave sent again freed the later acquisition";
+  std::lock_guard lk(db->mu);
+  EXPECT_EQ(db->rows["n"].owner, again->acq->ref.owner);
+  EXPECT_EQ(db->rows["n"].token, again->acq->ref.token) << "the lease was handed over (to itself) by the old leave";
+}

@@ -410,11 +410,7 @@ class postgresql_backend final : public backend {
     count_statement();
     auto r = caller_.run(writer_check_nowait_, {name}, steady::now() + io_timeout);
     if (PQntuples(r.get()) == 0) return std::nullopt;
-    if (field_text(r.get(), 0, 8) != "t") {
-      throw lock_not_available("postgresql: the writer row is locked (a guarded transaction, a renewal or another "
-                               "reader's check)",
-                               std::string(backend_name), "55P03", "rw_writer_check_nowait");
-    }
+    if (field_text(r.get(), 0, 8) != "t") throw_row_locked("rw_writer_check_nowait");
     return info(r.get(), 0);
   }
 
@@ -435,6 +431,8 @@ class postgresql_backend final : public backend {
                          steady::now() + io_timeout);
     std::optional<lock_info> last;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
+      // SKIP LOCKED (no ERROR in the server's log): a row it could not lock is reported as NOWAIT would.
+      if (mode == lock_wait::nowait && field_text(r.get(), i, 8) != "t") throw_row_locked("rw_readers_check_nowait");
       auto row = info(r.get(), i);
       if (row.time_left.count() > 0 && (!last || row.time_left > last->time_left)) last = std::move(row);
     }
@@ -488,6 +486,13 @@ class postgresql_backend final : public backend {
   }
 
  private:
+  /// What a NOWAIT read meeting a row lock reports; the SKIP LOCKED checks answer it instead.
+  [[noreturn]] static void throw_row_locked(const char* statement) {
+    throw lock_not_available(
+        "postgresql: a reader-writer row is locked (a guarded transaction, a renewal or another check)",
+        std::string(backend_name), "55P03", statement);
+  }
+
   static lock_info info(const PGresult* r, int row) {
     lock_info li;
     li.name = field_text(r, row, 0);

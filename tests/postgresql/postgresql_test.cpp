@@ -355,9 +355,10 @@ TEST_F(PostgreSQL, ContentionAndConcurrentMigrateLeaveNoDuplicateKeyInServerLog)
 }
 
 // A reader that meets the writer row locked (a guarded transaction of the write hold, a renewal,
-// another reader's check) falls back to a plain look; the server must not log that as an error: a
-// NOWAIT check logged one ERROR line (55P03, "could not obtain lock on row") per such reader.
-TEST_F(PostgreSQL, AReaderMeetingALockedWriterRowLogsNoErrorOnTheServer) {
+// another reader's check) falls back to a plain look, and so does a writer meeting a locked reader
+// row; the server must not log that as an error: a NOWAIT check logged one ERROR line (55P03,
+// "could not obtain lock on row") per such look.
+TEST_F(PostgreSQL, ReadersAndWritersMeetingLockedRowsLogNoErrorOnTheServer) {
   const std::string table = unique("pg_locks_rw_log");
   sqllock::client_options o;
   o.table = table;
@@ -372,6 +373,14 @@ TEST_F(PostgreSQL, AReaderMeetingALockedWriterRowLogsNoErrorOnTheServer) {
     auto tx = a.begin();
     tx.require_lease(*w);  // the writer row locked in share mode until the transaction ends
     for (int i = 0; i < 5; ++i) EXPECT_FALSE(b.try_acquire_read(name)) << "a reader came in beside a live writer";
+    tx.commit();
+  }
+  {  // the writer's look at the readers, the other way round
+    auto r = a.try_acquire_read(name, {.ttl = 10s});
+    ASSERT_TRUE(r);
+    auto tx = a.begin();
+    tx.require_lease(*r);
+    for (int i = 0; i < 5; ++i) EXPECT_FALSE(b.try_acquire_write(name)) << "a writer came in beside a live reader";
     tx.commit();
   }
   pg_handle h(url());

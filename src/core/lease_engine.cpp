@@ -1025,6 +1025,24 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   request->deadline = std::min(now + io_timeout, std::max(book_.loss_point(a), now + release_floor));
   // The caller's own bound (a multi-lock giving back at its deadline), with the same floor.
   if (by) request->deadline = std::min(request->deadline, std::max(*by, now + release_floor));
+  // A transaction guarding this lease (transaction::require_lease) is still open: freeing the row
+  // now would let the next holder in before that transaction commits. On PostgreSQL nothing would
+  // stop it (the guard's FOR KEY SHARE does not hold off a plain UPDATE, and a reader-writer check
+  // does not look at a freed row); on MariaDB and SQLite the release would wait for the guard, on
+  // this caller's thread, which may be the one that is to commit. So the release waits in the
+  // outbox, sent when the last guard ends (guard_ended() pokes the renewer), or given up once the
+  // lease, no longer renewed, has expired.
+  if (a.guards.load() > 0) {
+    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000),
+                std::shared_ptr<const std::atomic<int>>(hold.acq, &a.guards));
+    renewer_->poke();
+    if (options_.log) {
+      log_message(options_, log_level::debug,
+                  "release of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
+                      ") waits for the transaction guarding it to end");
+    }
+    return;
+  }
   bool released = false;
   try {
     released = db_->release(*request, lane::caller);

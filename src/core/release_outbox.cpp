@@ -24,9 +24,10 @@ milliseconds resend_pause(const std::exception& e, int tries) noexcept {
   return std::min(first * (1 << std::min(tries, 5)), cap);
 }
 
-void release_outbox::add(release_request request, steady::time_point give_up_at) {
+void release_outbox::add(release_request request, steady::time_point give_up_at,
+                         std::shared_ptr<const std::atomic<int>> held_off) {
   std::lock_guard lk(mu_);
-  pending_.push_back({std::move(request), give_up_at, steady::now(), 0});
+  pending_.push_back({std::move(request), give_up_at, steady::now(), 0, std::move(held_off)});
 }
 
 std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::time_point now,
@@ -66,7 +67,9 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
       auto keep = std::partition(pending_.begin(), pending_.end(), [&](const entry& e) {
         // A caller about to acquire this very name re-sends now, whatever the back-off says: it
         // makes a round trip anyway, and the lease is free the moment the server is reachable.
-        const bool take = e.give_up_at <= now || (name ? e.request.lease.name == *name : e.next_try <= now);
+        // A release held off by an open guarded transaction waits for it, whoever asks.
+        const bool take = e.give_up_at <= now ||
+                          (!e.waiting() && (name ? e.request.lease.name == *name : e.next_try <= now));
         return !take;
       });
       batch.assign(std::make_move_iterator(keep), std::make_move_iterator(pending_.end()));
@@ -119,7 +122,7 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
 steady::time_point release_outbox::next_due() const {
   std::lock_guard lk(mu_);
   auto t = steady::time_point::max();
-  for (const auto& e : pending_) t = std::min({t, e.next_try, e.give_up_at});
+  for (const auto& e : pending_) t = std::min(t, e.waiting() ? e.give_up_at : std::min(e.next_try, e.give_up_at));
   return t;
 }
 

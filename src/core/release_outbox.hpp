@@ -3,8 +3,10 @@
 // certainly expired.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -33,8 +35,11 @@ std::chrono::milliseconds resend_pause(const std::exception& e, int tries) noexc
 class release_outbox {
  public:
   /// Queue a release; it is dropped once sent with an answer, or at `give_up_at` (by then the lease
-  /// has expired in the database anyway).
-  void add(release_request request, steady::time_point give_up_at);
+  /// has expired in the database anyway). Given `held_off` (the count of transactions guarding the
+  /// lease, acquisition::guards), it is not sent while that count is above 0: the engine's poke when
+  /// a guard ends sends it.
+  void add(release_request request, steady::time_point give_up_at,
+           std::shared_ptr<const std::atomic<int>> held_off = nullptr);
 
   /// Send the releases whose back-off is over, or, given `name`, every pending release of that
   /// name at once (its caller is about to acquire it), on `lane`; keeps those that got no answer
@@ -58,6 +63,8 @@ class release_outbox {
     steady::time_point give_up_at;
     steady::time_point next_try;
     int tries = 0;
+    std::shared_ptr<const std::atomic<int>> held_off;  ///< not sent while above 0
+    bool waiting() const { return held_off && held_off->load() > 0; }
   };
   mutable std::mutex mu_;
   std::condition_variable sent_;       ///< notified when a batch in flight is done

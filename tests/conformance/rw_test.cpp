@@ -550,3 +550,49 @@ TEST(ReadWrite, AGuardedReadHoldKeepsTheWriterOutUntilItsTransactionEnds) {
   EXPECT_GE(clock::time_point(clock::duration(entered.load())), committed);
   EXPECT_EQ(t.qty(1), 11);
 }
+
+// A hold released while a transaction it guards is still open (a guard going out of scope before
+// the commit, a cleanup thread releasing after on_lost): the other side must still wait for that
+// transaction. On PostgreSQL the release's plain UPDATE passes the guard's FOR KEY SHARE, and the
+// other side's check looked only at rows naming a holder, so before the release waited for the
+// guard a reader (or writer) came in beside the uncommitted guarded write.
+namespace {
+void released_inside_its_guarded_transaction_keeps_the_other_side_out(bool write_hold) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name(write_hold ? "rw_rel_guard_w" : "rw_rel_guard_r");
+  auto held = write_hold ? a.try_acquire_write(name, {.ttl = 10s}) : a.try_acquire_read(name, {.ttl = 10s});
+  ASSERT_TRUE(held);
+  auto tx = a.begin();
+  tx.require_lease(*held);
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  const auto t0 = clock::now();
+  held->release();  // inside the transaction: returns at once, the row is freed when it ends
+  EXPECT_LT(ms_since(t0), 2000) << "the release waited for its own open transaction";
+  std::atomic<clock::rep> entered{0};
+  std::jthread other([&] {
+    auto g = write_hold ? b.acquire_read_for(name, 20s) : b.acquire_write_for(name, 20s, {.ttl = 5s});
+    entered = clock::now().time_since_epoch().count();
+  });
+  std::this_thread::sleep_for(700ms);
+  EXPECT_EQ(entered.load(), 0) << "the " << (write_hold ? "reader" : "writer")
+                               << " came in while the released hold's guarded transaction was open";
+  const auto committed = clock::now();
+  tx.commit();
+  other.join();
+  ASSERT_NE(entered.load(), 0);
+  const auto in = clock::time_point(clock::duration(entered.load()));
+  EXPECT_GE(in, committed);
+  EXPECT_LT(in - committed, 3s) << "the release was not sent when the guarded transaction ended";
+  EXPECT_EQ(t.qty(1), 11);
+}
+}  // namespace
+
+TEST(ReadWrite, AWriteHoldReleasedInsideItsGuardedTransactionKeepsReadersOutUntilItEnds) {
+  released_inside_its_guarded_transaction_keeps_the_other_side_out(true);
+}
+
+TEST(ReadWrite, AReadHoldReleasedInsideItsGuardedTransactionKeepsTheWriterOutUntilItEnds) {
+  released_inside_its_guarded_transaction_keeps_the_other_side_out(false);
+}

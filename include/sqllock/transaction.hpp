@@ -164,6 +164,10 @@ class SQLLOCK_EXPORT transaction {
   /// takes. PostgreSQL `FOR KEY SHARE` (renewals go on; a takeover waits); MySQL/MariaDB
   /// `LOCK IN SHARE MODE` (renewals of this lease wait too: keep guarded transactions well inside
   /// the TTL); SQLite: the transaction's write lock already excludes every other writer.
+  /// The guard must get its row lock before the lease's loss point by this process's clock
+  /// (lease_guard::usable() after the statement): one that waited for another transaction's lock
+  /// on the row until past it is refused. A release of the lease while this transaction is open
+  /// is held back (in the client's release outbox) and sent when the transaction ends.
   /// Throws lease_lost when the lease is gone; the transaction then writes nothing: commit()
   /// throws lease_lost too and rolls back. Works on adopted connections (the application's own
   /// transaction; nothing is committed or rolled back there).

@@ -123,7 +123,13 @@ void transaction::require_lease(const lease_guard& lease) {
   const std::string& table = lease.lock_table();
   bool held = false;
   try {
-    held = !lease.lost() && s.require_lease(table, ref);
+    // usable() after the statement: the guard's row lock must be taken before the lease's loss
+    // point. A guard that waited for another statement's row lock (a reader-writer check, which
+    // locks the row without changing it) may have tested the row's expiry before that wait, and
+    // PostgreSQL does not test an unchanged row again (MariaDB's UTC_TIMESTAMP is the statement's
+    // start): such a guard can come back past the expiry, when the other side has already found
+    // the lease expired and gone in.
+    held = !lease.lost() && s.require_lease(table, ref) && lease.usable();
   } catch (...) {
     guard_failed_ = true;
     throw;

@@ -144,3 +144,44 @@ TEST(Fencing, MinHoldKeepsTheLockAfterAQuickJob) {
   EXPECT_GE(ms_since(start), 1300);
   EXPECT_GT(h.fencing_token(), g->fencing_token());
 }
+
+// A guard that has to wait for another transaction's lock on the lease row, one that does not
+// change the row (a reader-writer check locks it FOR UPDATE and reads), and gets its own lock only
+// after the lease has expired, must fail: PostgreSQL tested the row's expiry before the wait and
+// does not test an unchanged row again, and MariaDB's UTC_TIMESTAMP is the statement's start, so
+// the guard came back as if it held, while the other side had already found the lease expired.
+// (SQLite: the other transaction holds the database's write lock; the guard then reads afresh.)
+TEST(Fencing, AGuardThatGetsItsRowLockOnlyAfterTheLeaseExpiredIsRefused) {
+  auto a = make_client();
+  auto c = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("guard_late");
+  auto g = a.try_acquire(name, {.ttl = 1000ms, .auto_renew = false});
+  ASSERT_TRUE(g);
+  auto blocker = c.begin();
+  if (hooks().whole_database_row_locks) {
+    blocker.execute("UPDATE " + t.name() + " SET qty = qty WHERE id = ?", {std::int64_t{1}});
+  } else {
+    blocker.query("SELECT token FROM " + g->lock_table() + " WHERE name = ? FOR UPDATE", {name});
+  }
+  std::atomic<int> guarded{-1};  // -1: no answer; 0: refused (lease_lost); 1: guarded
+  std::jthread guard([&] {
+    try {
+      auto tx = a.begin();
+      try {
+        tx.require_lease(*g);
+        guarded = 1;
+      } catch (const sqllock::lease_lost&) {
+        guarded = 0;
+      }
+      tx.rollback();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "unexpected error: " << e.what();
+      guarded = 2;
+    }
+  });
+  std::this_thread::sleep_for(1500ms);  // past the lease's TTL, the guard still waiting
+  blocker.commit();
+  guard.join();
+  EXPECT_EQ(guarded.load(), 0) << "a guard that got its row lock after the lease had expired was accepted";
+}

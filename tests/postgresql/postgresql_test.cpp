@@ -50,6 +50,22 @@ std::string with_param(const std::string& u, const std::string& kv) {
   return u + (u.find('?') == std::string::npos ? "?" : "&") + kv;
 }
 
+// Fails the test for every line of the server's log (scripts/postgresql-server.sh's) containing
+// `text`, and when the log is missing or empty.
+void expect_server_log_without(const std::string& text) {
+  const std::string log = env("SQLLOCK_TEST_POSTGRESQL_LOG");
+  ASSERT_FALSE(log.empty()) << "SQLLOCK_TEST_POSTGRESQL_LOG is not set (scripts/postgresql-server.sh sets it)";
+  std::ifstream in(log);
+  ASSERT_TRUE(in) << "cannot read " << log;
+  std::string line;
+  int lines = 0;
+  while (std::getline(in, line)) {
+    ++lines;
+    EXPECT_EQ(line.find(text), std::string::npos) << log << ": " << line;
+  }
+  EXPECT_GT(lines, 0);
+}
+
 // A libpq connection of the test's own (admin work, adoption).
 struct pg_handle {
   PGconn* c = nullptr;
@@ -341,17 +357,7 @@ TEST_F(PostgreSQL, ContentionAndConcurrentMigrateLeaveNoDuplicateKeyInServerLog)
     h.run("DROP TABLE " + table + ", " + table + "_schema");
   }
 
-  const std::string log = env("SQLLOCK_TEST_POSTGRESQL_LOG");
-  ASSERT_FALSE(log.empty()) << "SQLLOCK_TEST_POSTGRESQL_LOG is not set (scripts/postgresql-server.sh sets it)";
-  std::ifstream in(log);
-  ASSERT_TRUE(in) << "cannot read " << log;
-  std::string line;
-  int lines = 0;
-  while (std::getline(in, line)) {
-    ++lines;
-    EXPECT_EQ(line.find("duplicate key"), std::string::npos) << log << ": " << line;
-  }
-  EXPECT_GT(lines, 0);
+  expect_server_log_without("duplicate key");
 }
 
 // A reader that meets the writer row locked (a guarded transaction of the write hold, a renewal,
@@ -386,14 +392,7 @@ TEST_F(PostgreSQL, ReadersAndWritersMeetingLockedRowsLogNoErrorOnTheServer) {
   pg_handle h(url());
   h.run("DROP TABLE " + table + ", " + table + "_schema");
 
-  const std::string log = env("SQLLOCK_TEST_POSTGRESQL_LOG");
-  ASSERT_FALSE(log.empty()) << "SQLLOCK_TEST_POSTGRESQL_LOG is not set (scripts/postgresql-server.sh sets it)";
-  std::ifstream in(log);
-  ASSERT_TRUE(in) << "cannot read " << log;
-  std::string line;
-  while (std::getline(in, line)) {
-    EXPECT_EQ(line.find("relation \"" + table + "\""), std::string::npos) << log << ": " << line;
-  }
+  expect_server_log_without("relation \"" + table + "\"");
 }
 
 // ---- restart ----

@@ -116,7 +116,10 @@ SQLLOCK_EXPORT reserve_result decrement(client& c, const stock_table& table, con
 /// are keys the database calls equal (one row: e.g. "Sku-1" and "sku-1 " under MariaDB's
 /// utf8mb4_general_ci): checked against the row's quantity together, each reporting what it has left.
 /// Rows are locked in one deterministic order (sorted keys; for_update: the database's key
-/// order), so two reservations of the same items in opposite orders cannot deadlock.
+/// order), so two reservations of the same items in opposite orders cannot deadlock, with one
+/// exception: sorted keys are sorted bytewise, so under a case-insensitive collation two requests
+/// that spell the same keys differently ("b","A" against "a","B") can lock rows in opposite orders;
+/// the database then breaks the deadlock and the reservation is retried as a conflict.
 /// Throws invalid_argument for bad names, keys or quantities, and database errors other than
 /// the retryable ones (connection lost, missing table, ...).
 SQLLOCK_EXPORT reserve_result reserve(client& c, const stock_table& table, const std::vector<stock_item>& items,

@@ -121,6 +121,18 @@ void transaction::require_lease(const lease_guard& lease) {
   const std::string shown = lease.permit() >= 0 ? lease.name() + "' permit " + std::to_string(lease.permit())
                                                  : lease.name() + "'";
   const std::string& table = lease.lock_table();
+  // The lease counts as guarded from before the statement, not after it: a release on another
+  // thread while the guard is in flight is then held back too (lease_engine::release), and the
+  // count is dropped again when the guard fails. Until this transaction ends, the lease is guarded
+  // (the watchdog may leave it out of batches). An earlier guard of this transaction (another
+  // lease, or this one) stays counted: the new mark holds the previous one.
+  auto state = lease.state_;
+  ++state->acq->guards;
+  std::shared_ptr<void> mark(nullptr, [state, previous = std::move(guard_)](void*) mutable {
+    --state->acq->guards;
+    state->engine->guard_ended();
+    previous.reset();
+  });
   bool held = false;
   try {
     // usable() after the statement: the guard's row lock must be taken before the lease's loss
@@ -132,20 +144,15 @@ void transaction::require_lease(const lease_guard& lease) {
     held = !lease.lost() && s.require_lease(table, ref) && lease.usable();
   } catch (...) {
     guard_failed_ = true;
+    guard_ = std::move(mark);  // keeps the earlier guards; this one's count goes with the transaction
     throw;
   }
+  guard_ = std::move(mark);
   if (!held) {
     guard_failed_ = true;
     throw lease_lost("lease '" + shown + " (token " + std::to_string(ref.token) +
                      ") is no longer held: this transaction must not write");
   }
-  // Until this transaction ends, the lease is guarded (the watchdog may leave it out of batches).
-  auto state = lease.state_;
-  ++state->acq->guards;
-  guard_ = std::shared_ptr<void>(nullptr, [state](void*) {
-    --state->acq->guards;
-    state->engine->guard_ended();
-  });
 }
 
 fenced_update_result transaction::fenced_update(const fenced_update_request& request) {

@@ -596,3 +596,30 @@ TEST(ReadWrite, AWriteHoldReleasedInsideItsGuardedTransactionKeepsReadersOutUnti
 TEST(ReadWrite, AReadHoldReleasedInsideItsGuardedTransactionKeepsTheWriterOutUntilItEnds) {
   released_inside_its_guarded_transaction_keeps_the_other_side_out(false);
 }
+
+// A transaction that guards two holds keeps both guarded until it ends. The transaction kept one
+// guard mark, so the second require_lease ended the first one's: a release of the first hold was
+// then sent at once (PostgreSQL: a reader came in beside the uncommitted write; MariaDB: the release
+// waited for its own transaction; SQLite: 'database is locked').
+TEST(ReadWrite, ATransactionGuardingTwoHoldsKeepsTheFirstGuardedUntilItEnds) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto first = unique_name("rw_two_guards_a");
+  const auto second = unique_name("rw_two_guards_b");
+  auto w1 = a.try_acquire_write(first, {.ttl = 10s});
+  auto w2 = a.try_acquire_write(second, {.ttl = 10s});
+  ASSERT_TRUE(w1);
+  ASSERT_TRUE(w2);
+  auto tx = a.begin();
+  tx.require_lease(*w1);
+  tx.require_lease(*w2);
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  const auto t0 = clock::now();
+  w1->release();
+  EXPECT_LT(ms_since(t0), 2000) << "the release waited for its own open transaction";
+  EXPECT_FALSE(b.try_acquire_read(first)) << "a reader came in while the transaction guarding the first hold was open";
+  tx.commit();
+  EXPECT_TRUE(b.try_acquire_read_for(first, 3s)) << "the release was not sent when the transaction ended";
+  EXPECT_EQ(t.qty(1), 11);
+}

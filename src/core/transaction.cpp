@@ -122,8 +122,9 @@ void transaction::require_lease(const lease_guard& lease) {
                                                  : lease.name() + "'";
   const std::string& table = lease.lock_table();
   // The lease counts as guarded from before the statement, not after it: a release on another
-  // thread while the guard is in flight is then held back too (lease_engine::release), and the
-  // count is dropped again when the guard fails. Until this transaction ends, the lease is guarded
+  // thread while the guard is in flight is then held back too (lease_engine::release). A failed
+  // guard stays counted until the transaction ends too (its statement may have locked the row, and
+  // the caller must roll back). Until this transaction ends, the lease is guarded
   // (the watchdog may leave it out of batches). An earlier guard of this transaction (another
   // lease, or this one) stays counted: the new mark holds the previous one.
   auto state = lease.state_;

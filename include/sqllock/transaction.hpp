@@ -79,8 +79,10 @@ struct SQLLOCK_EXPORT row_lock_request {
   std::vector<std::string> columns;  ///< columns to return; empty: the key column only
   lock_wait mode = lock_wait::wait;  ///< wait, nowait or skip_locked
   lock_strength strength = lock_strength::update;  ///< exclusive or shared row lock
-  /// Bound on waiting for this statement (mode == wait). PostgreSQL: lock_timeout for this
-  /// statement; MariaDB: `WAIT n` (whole seconds, rounded up).
+  /// Bound on waiting for this statement as a whole, over all its rows (mode == wait). PostgreSQL:
+  /// lock_timeout and statement_timeout for this statement; MariaDB: `WAIT n` and
+  /// max_statement_time (whole seconds, rounded up); MySQL 8: innodb_lock_wait_timeout, which
+  /// bounds each row's wait on its own.
   std::optional<std::chrono::milliseconds> timeout;
 };
 

@@ -233,6 +233,7 @@ class mysql_session final : public session {
       // MySQL has no FOR NO KEY UPDATE: both strengths are FOR UPDATE.
       sql += ") ORDER BY " + key + " FOR UPDATE";
       int restore_timeout = -1;
+      bool statement_bound = false;  // max_statement_time ends the statement (query_canceled)
       switch (request.mode) {
         case lock_wait::nowait:
           sql += " NOWAIT";
@@ -244,7 +245,12 @@ class mysql_session final : public session {
           if (request.timeout) {
             const int s = whole_seconds_up(*request.timeout);
             if (conn_->traits().mariadb) {
-              sql += " WAIT " + std::to_string(s);
+              // WAIT n bounds each row's lock wait on its own (rows locked by transactions that
+              // end one after the other would each get the whole bound); max_statement_time bounds
+              // the statement as a whole. Whichever ends it, the rows were not available in time.
+              sql = "SET STATEMENT max_statement_time = " + std::to_string(s) + " FOR " + sql + " WAIT " +
+                    std::to_string(s);
+              statement_bound = true;
             } else if (s == 0) {
               sql += " NOWAIT";
             } else {
@@ -257,7 +263,13 @@ class mysql_session final : public session {
       }
       row_lock_result result;
       try {
-        result.rows = conn_->query(sql, request.keys, "lock_rows");
+        try {
+          result.rows = conn_->query(sql, request.keys, "lock_rows");
+        } catch (const query_canceled& e) {
+          if (!statement_bound) throw;
+          // The statement's bound ran out (1969): InnoDB rolled back only this statement.
+          throw lock_not_available(e.what(), std::string(backend_name), e.code(), "lock_rows");
+        }
         result.outcome = row_lock_result::status::acquired;
       } catch (const lock_not_available&) {
         if (restore_timeout >= 0) set_lock_timeout(restore_timeout);

@@ -243,30 +243,41 @@ class pg_session final : public session {
           "(BEGIN first): outside one, row locks end with the statement");
     }
     const bool bounded = request.mode == lock_wait::wait && request.timeout.has_value();
-    std::optional<std::string> old_timeout;
+    // The bound is the statement's: lock_timeout bounds each lock wait on its own (rows locked by
+    // transactions that end one after the other would each get the whole bound), so
+    // statement_timeout bounds the statement as a whole; whichever ends it, the rows were not
+    // available in time.
+    std::optional<std::pair<std::string, std::string>> old_timeouts;
     if (in_tx) exec_simple(conn_, "SAVEPOINT sqllock_lock_rows", "lock_rows");
     if (bounded) {
-      auto r =
-          exec_params(conn_, "SELECT current_setting('lock_timeout'), set_config('lock_timeout', $1, $2::boolean)",
-                      {timeout_text(*request.timeout), std::string(in_tx ? "true" : "false")}, "lock_rows_timeout");
-      old_timeout = field_text(r.get(), 0, 0);
+      auto r = exec_params(conn_,
+                           "SELECT current_setting('lock_timeout'), current_setting('statement_timeout'), "
+                           "set_config('lock_timeout', $1, $2::boolean), set_config('statement_timeout', $1, $2::boolean)",
+                           {timeout_text(*request.timeout), std::string(in_tx ? "true" : "false")}, "lock_rows_timeout");
+      old_timeouts.emplace(field_text(r.get(), 0, 0), field_text(r.get(), 0, 1));
     }
+    auto not_available = [&] {
+      if (in_tx) {
+        exec_simple(conn_, "ROLLBACK TO SAVEPOINT sqllock_lock_rows; RELEASE SAVEPOINT sqllock_lock_rows", "lock_rows");
+      } else if (old_timeouts) {
+        restore_timeouts(*old_timeouts, false);
+      }
+      out.outcome = row_lock_result::status::not_available;
+      out.rows.clear();
+      return out;
+    };
     try {
       auto r = exec_params(conn_, sql, {array_literal(keys)}, "lock_rows");
       out.outcome = row_lock_result::status::acquired;
       out.rows = to_rows(r.get());
     } catch (const lock_not_available&) {
-      if (in_tx) {
-        exec_simple(conn_, "ROLLBACK TO SAVEPOINT sqllock_lock_rows; RELEASE SAVEPOINT sqllock_lock_rows", "lock_rows");
-      } else if (old_timeout) {
-        restore_timeout(*old_timeout, false);
-      }
-      out.outcome = row_lock_result::status::not_available;
-      out.rows.clear();
-      return out;
+      return not_available();
+    } catch (const query_canceled&) {
+      if (!bounded) throw;
+      return not_available();  // the statement's bound ran out
     }
     if (in_tx) exec_simple(conn_, "RELEASE SAVEPOINT sqllock_lock_rows", "lock_rows");
-    if (old_timeout) restore_timeout(*old_timeout, in_tx);
+    if (old_timeouts) restore_timeouts(*old_timeouts, in_tx);
     return out;
   }
 
@@ -288,9 +299,9 @@ class pg_session final : public session {
     return exec_params(conn_, text, bound, statement);
   }
 
-  void restore_timeout(const std::string& old, bool local) {
-    exec_params(conn_, "SELECT set_config('lock_timeout', $1, $2::boolean)",
-                {old, std::string(local ? "true" : "false")}, "lock_rows_timeout");
+  void restore_timeouts(const std::pair<std::string, std::string>& old, bool local) {
+    exec_params(conn_, "SELECT set_config('lock_timeout', $1, $3::boolean), set_config('statement_timeout', $2, $3::boolean)",
+                {old.first, old.second, std::string(local ? "true" : "false")}, "lock_rows_timeout");
   }
 
   void finish() noexcept {

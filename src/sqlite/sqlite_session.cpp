@@ -21,6 +21,12 @@ class sqlite_session final : public session {
   void commit() override {
     if (finished_) throw invalid_argument("transaction already finished");
     finished_ = true;
+    if (ended_by_error_) {
+      hand_back(true);
+      throw database_error("sqlite commit: the transaction was rolled back by an earlier error (" + ended_reason_ +
+                               "); nothing was committed",
+                           kind_name, "", "commit");
+    }
     if (!borrowed_ && begun_) {
       int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) {
@@ -47,21 +53,25 @@ class sqlite_session final : public session {
   }
 
   std::int64_t execute(std::string_view sql, const std::vector<value>& params) override {
-    ensure_begun(options_.lock_timeout);
-    auto s = prepare(db_, sql, "execute", false);
-    statement_run run(db_, s.get(), "execute");
-    run.bind_all(params);
-    while (run.step()) {
-    }
-    return sqlite3_changes64(db_);
+    return statement("execute", [&] {
+      ensure_begun(options_.lock_timeout);
+      auto s = prepare(db_, sql, "execute", false);
+      statement_run run(db_, s.get(), "execute");
+      run.bind_all(params);
+      while (run.step()) {
+      }
+      return sqlite3_changes64(db_);
+    });
   }
 
   result_rows query(std::string_view sql, const std::vector<value>& params) override {
-    ensure_begun(options_.lock_timeout);
-    auto s = prepare(db_, sql, "query", false);
-    statement_run run(db_, s.get(), "query");
-    run.bind_all(params);
-    return run.all();
+    return statement("query", [&] {
+      ensure_begun(options_.lock_timeout);
+      auto s = prepare(db_, sql, "query", false);
+      statement_run run(db_, s.get(), "query");
+      run.bind_all(params);
+      return run.all();
+    });
   }
 
   // "UPDATE table SET c1 = ?, c2 = ?, " with its values, and "k1 = ? AND k2 = ?" with its keys:
@@ -87,6 +97,10 @@ class sqlite_session final : public session {
   }
 
   cas_result cas(const cas_request& r) override {
+    return statement("cas", [&] { return cas_in(r); });
+  }
+
+  cas_result cas_in(const cas_request& r) {
     ensure_begun(options_.lock_timeout);
     const std::string table = quote_identifier(r.table, dialect::sqlite);
     const std::string version = quote_identifier(r.version_column, dialect::sqlite);
@@ -108,6 +122,10 @@ class sqlite_session final : public session {
   }
 
   bool require_lease(std::string_view table, const lease_ref& lease) override {
+    return statement("require_lease", [&] { return require_lease_in(table, lease); });
+  }
+
+  bool require_lease_in(std::string_view table, const lease_ref& lease) {
     if (borrowed_) {
       // The application owns the transaction: it must already hold the write lock.
       if (sqlite3_txn_state(db_, nullptr) != SQLITE_TXN_WRITE) {
@@ -129,6 +147,10 @@ class sqlite_session final : public session {
   }
 
   fenced_update_result fenced_update(const fenced_update_request& r) override {
+    return statement("fenced_update", [&] { return fenced_update_in(r); });
+  }
+
+  fenced_update_result fenced_update_in(const fenced_update_request& r) {
     ensure_begun(options_.lock_timeout);
     const std::string table = quote_identifier(r.table, dialect::sqlite);
     const std::string fence = quote_identifier(r.fence_column, dialect::sqlite);
@@ -152,6 +174,10 @@ class sqlite_session final : public session {
   }
 
   row_lock_result lock_rows(const row_lock_request& r) override {
+    return statement("lock_rows", [&] { return lock_rows_in(r); });
+  }
+
+  row_lock_result lock_rows_in(const row_lock_request& r) {
     if (borrowed_) {
       // The application owns the transaction: it must already hold the write lock.
       if (sqlite3_txn_state(db_, nullptr) != SQLITE_TXN_WRITE) {
@@ -187,6 +213,32 @@ class sqlite_session final : public session {
   }
 
  private:
+  /// Runs one statement of this transaction. A failed statement may have ended the transaction on
+  /// its own (SQLite rolls all of it back for INSERT OR ROLLBACK, a table's ON CONFLICT ROLLBACK,
+  /// RAISE(ROLLBACK), SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM ...), leaving the connection in
+  /// autocommit mode: every later statement would then commit on its own, outside the write lock
+  /// and any lease guard. Such a transaction refuses every later statement and its commit.
+  template <class F>
+  auto statement(const char* what, F&& f) -> decltype(f()) {
+    if (ended_by_error_) {
+      throw database_error(std::string("sqlite ") + what + ": the transaction was rolled back by an earlier error (" +
+                               ended_reason_ + "); nothing was committed",
+                           kind_name, "", what);
+    }
+    // Borrowed: the application's transaction, open or not before this statement.
+    const bool was_open = borrowed_ && !sqlite3_get_autocommit(db_);
+    try {
+      return f();
+    } catch (const error& e) {
+      if ((borrowed_ ? was_open : begun_) && sqlite3_get_autocommit(db_)) {
+        ended_by_error_ = true;
+        ended_reason_ = e.what();
+        begun_ = false;  // nothing left to roll back
+      }
+      throw;
+    }
+  }
+
   void ensure_begun(std::optional<std::chrono::milliseconds> wait) {
     if (finished_) throw invalid_argument("transaction already finished");
     if (borrowed_ || begun_) return;
@@ -213,6 +265,8 @@ class sqlite_session final : public session {
   client_options log_options_;
   bool begun_ = false;
   bool finished_ = false;
+  bool ended_by_error_ = false;  ///< a failed statement rolled the whole transaction back
+  std::string ended_reason_;
 };
 
 std::unique_ptr<session> make_session(sqlite3* db, std::function<void(sqlite3*, bool)> give_back,

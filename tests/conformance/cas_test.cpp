@@ -123,6 +123,29 @@ TEST(Transaction, RollsBackWhenDestroyedUncommitted) {
   EXPECT_EQ(t.qty(1), 5);
 }
 
+TEST(Transaction, AFailedStatementThatEndedTheTransactionLetsNothingAfterItCommit) {
+  // A failed statement may end the whole transaction on the server: SQLite's INSERT OR ROLLBACK (a
+  // table's ON CONFLICT ROLLBACK, RAISE(ROLLBACK) in a trigger, SQLITE_FULL ...) rolls it back and
+  // leaves the connection in autocommit mode; PostgreSQL refuses every statement after an error;
+  // MySQL undoes only the statement. Either way, what the caller sends after catching the error
+  // belongs to the transaction: its rollback undoes it, and it never commits on its own (outside
+  // the transaction's write lock or its lease guard).
+  auto c = make_client();
+  user_table t(c, {{1, 10}});
+  auto tx = c.begin();
+  tx.execute("UPDATE " + t.name() + " SET qty = 11 WHERE id = ?", {std::int64_t{1}});
+  const std::string duplicate = std::string(c.dialect() == sqllock::dialect::sqlite ? "INSERT OR ROLLBACK" : "INSERT") +
+                                " INTO " + t.name() + " (id, qty, version) VALUES (?, 0, 1)";
+  EXPECT_THROW(tx.execute(duplicate, {std::int64_t{1}}), sqllock::error);
+  try {
+    tx.execute("UPDATE " + t.name() + " SET qty = 99 WHERE id = ?", {std::int64_t{1}});
+  } catch (const sqllock::error&) {
+    // refused: the transaction is over
+  }
+  tx.rollback();
+  EXPECT_EQ(t.qty(1), 10) << "a write sent after the failed statement was committed on its own";
+}
+
 TEST(Transaction, BoundValuesAreNeverPastedIntoSql) {
   auto c = make_client();
   user_table t(c, {{1, 5}});

@@ -62,6 +62,41 @@ TEST(RowLock, AWaitBoundGivesNotAvailableAfterAboutThatLong) {
   holder.rollback();
 }
 
+TEST(RowLock, AWaitBoundCoversTheWholeStatementNotEachRowInTurn) {
+  // Three rows, each locked by another transaction that ends 0.7 s after the one before it: a
+  // statement bounded to 1 s that waited up to its bound for each row in turn would come back after
+  // about 2.1 s (PostgreSQL's lock_timeout and InnoDB's WAIT n bound each lock wait, not the
+  // statement). The bound is the statement's.
+  if (hooks().whole_database_row_locks) GTEST_SKIP() << "SQLite: one database lock, taken by BEGIN IMMEDIATE once";
+  auto c = make_client();
+  user_table t(c, {{1, 10}, {2, 20}, {3, 30}});
+  std::vector<sqllock::transaction> holders;
+  for (std::int64_t k = 1; k <= 3; ++k) {
+    holders.push_back(c.begin());
+    ASSERT_TRUE(holders.back().lock_rows(lock_of(t, {k})).acquired());
+  }
+  std::thread ender([&] {
+    for (auto& h : holders) {
+      std::this_thread::sleep_for(700ms);
+      h.rollback();
+    }
+  });
+  auto other = c.begin();
+  auto req = lock_of(t, {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}});
+  req.timeout = 1000ms;  // whole seconds on MariaDB (WAIT n)
+  const auto start = clock::now();
+  const auto r = other.lock_rows(req);
+  const auto took = ms_since(start);
+  ender.join();
+  EXPECT_LT(took, 1600) << "lock_rows bounded to 1 s came back after " << took << " ms (acquired: " << r.acquired()
+                        << ")";
+  if (!r.acquired()) {
+    // The transaction survived the refusal: the rows are free now.
+    EXPECT_TRUE(other.lock_rows(lock_of(t, {std::int64_t{1}, std::int64_t{2}, std::int64_t{3}})).acquired());
+  }
+  other.rollback();
+}
+
 TEST(RowLock, SkipLockedReturnsOnlyTheFreeRows) {
   auto c = make_client();
   user_table t(c, {{1, 10}, {2, 20}, {3, 30}});

@@ -230,3 +230,41 @@ TEST(LostAnswer, AReleaseWhoseAnswerIsLostEndsByTheLeasesLossPoint) {
   }
   EXPECT_TRUE(other);
 }
+
+// A permit's acquire whose answer is lost: with one permit, the waiting acquire gets that same
+// acquisition (the holder id of the row is this call's); with two, a later scan that takes the other
+// permit frees the one whose answer was lost (by owner id), so the semaphore is not short of a permit
+// for the lost one's 30 s TTL.
+TEST(LostAnswer, APermitAcquireWhoseAnswerIsLostIsNeitherDoubledNorLeaked) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+  auto b = make_client();
+  const auto one = unique_name("lost_permit1");
+  const auto two = unique_name("lost_permit2");
+  // The permit counts are stored (and known to a) first: a's next statement is a permit's acquire.
+  a.try_acquire_permit(one, 1).value().release();
+  a.try_acquire_permit(two, 2).value().release();
+  proxy->lose_next_answer(true);
+  auto g = a.acquire_permit_for(one, 1, 10s, {.ttl = 30s});
+  EXPECT_FALSE(b.try_acquire_permit(one, 1)) << "one permit, two holders";
+  g.release();
+  EXPECT_TRUE(b.try_acquire_permit(one, 1));
+
+  for (int round = 0; round < 6; ++round) {
+    proxy->lose_next_answer(true);
+    auto p = a.acquire_permit_for(two, 2, 10s, {.ttl = 30s});
+    // The other permit is free (at once or soon): the lost answer's row, if not p's, was freed.
+    const auto start = clock::now();
+    std::optional<sqllock::lease_guard> other;
+    while (!other && ms_since(start) < 10000) {
+      other = b.try_acquire_permit(two, 2);
+      if (!other) std::this_thread::sleep_for(50ms);
+    }
+    ASSERT_TRUE(other) << "round " << round << ": a permit was left held by a lost acquire";
+    EXPECT_LT(ms_since(start), 5000);
+    EXPECT_NE(other->permit(), p.permit());
+    EXPECT_FALSE(b.try_acquire_permit(two, 2)) << "round " << round << ": two permits, three holders";
+    other->release();
+    p.release();
+  }
+}

@@ -755,14 +755,20 @@ std::optional<milliseconds> remaining(std::optional<milliseconds> timeout, stead
 /// guard, a renewal, another check) a plain read (the other side live: wait for it as ever, not
 /// for its transactions), and only when that finds none live a locking read that waits for the
 /// lock to go (a guarded transaction commits first). Elsewhere the plain read alone.
-/// `plain()` and `locking(mode)` are the two reads; `live(row)` tells a live holder.
+/// `plain_first`: a poll of a wait that saw the other side live last time reads plainly first and
+/// locks only when that finds none live: no row lock while the other side is live and visible (a
+/// row lock on PostgreSQL writes the row's xmax: every poll was a write transaction flushed to
+/// disk). `plain()` and `locking(mode)` are the two reads; `live(row)` tells a live holder.
 template <class Plain, class Locking, class Live>
-std::optional<lock_info> look_after_guards(const backend& db, Plain plain, Locking locking, Live live) {
+std::optional<lock_info> look_after_guards(const backend& db, bool plain_first, Plain plain, Locking locking,
+                                           Live live) {
   if (!db.guards_hold_off_readers()) return plain();
-  try {
-    return locking(lock_wait::nowait);
-  } catch (const lock_not_available&) {
-    // A row is locked: look plainly, then wait for the lock if none is live.
+  if (!plain_first) {
+    try {
+      return locking(lock_wait::nowait);
+    } catch (const lock_not_available&) {
+      // A row is locked: look plainly, then wait for the lock if none is live.
+    }
   }
   if (auto r = plain(); live(r)) return r;
   return locking(lock_wait::wait);
@@ -839,9 +845,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
       try {
         // This scope's own read lock (taken after this write lock by another thread of a per_client
         // scope: a downgrade) is no reader to wait for: look on either side of it.
+        // A poll after a live reader was seen reads plainly first (no row lock while it lives).
+        const bool polling = reader.has_value();
         const auto look = [&](const std::string& from, const std::string& to) {
           return look_after_guards(
-              *db_, [&] { return db_->live_in_range(from, to); },
+              *db_, polling, [&] { return db_->live_in_range(from, to); },
               [&](lock_wait mode) { return db_->live_in_range_after_guards(from, to, mode); },
               [](const std::optional<lock_info>& r) { return r.has_value(); });
         };
@@ -926,7 +934,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
     const auto live = [](const std::optional<lock_info>& r) { return r && r->time_left.count() > 0; };
     if (after_guards) {
       writer = look_after_guards(
-          *db_, [&] { return db_->inspect(wrow); },
+          *db_, false, [&] { return db_->inspect(wrow); },
           [&](lock_wait mode) { return db_->inspect_writer_after_guards(wrow, mode); }, live);
     } else {
       writer = db_->inspect(wrow);

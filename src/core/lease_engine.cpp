@@ -749,6 +749,31 @@ std::optional<milliseconds> remaining(std::optional<milliseconds> timeout, stead
   return std::max(left, milliseconds(1));
 }
 
+/// A reader-writer check's look at the other side (acquire_write: the reader rows; acquire_read:
+/// the writer row). Where a guarded transaction can outlive its lease (guards_hold_off_readers()):
+/// a locking read that does not wait, one statement when no row is locked; on a locked row (a
+/// guard, a renewal, another check) a plain read (the other side live: wait for it as ever, not
+/// for its transactions), and only when that finds none live a locking read that waits for the
+/// lock to go (a guarded transaction commits first). Elsewhere the plain read alone.
+/// `plain_first`: a poll of a wait that saw the other side live last time reads plainly first and
+/// locks only when that finds none live: no row lock while the other side is live and visible (a
+/// row lock on PostgreSQL writes the row's xmax: every poll was a write transaction flushed to
+/// disk). `plain()` and `locking(mode)` are the two reads; `live(row)` tells a live holder.
+template <class Plain, class Locking, class Live>
+std::optional<lock_info> look_after_guards(const backend& db, bool plain_first, Plain plain, Locking locking,
+                                           Live live) {
+  if (!db.guards_hold_off_readers()) return plain();
+  if (!plain_first) {
+    try {
+      return locking(lock_wait::nowait);
+    } catch (const lock_not_available&) {
+      // A row is locked: look plainly, then wait for the lock if none is live.
+    }
+  }
+  if (auto r = plain(); live(r)) return r;
+  return locking(lock_wait::wait);
+}
+
 /// What acquire_read and acquire_write check and compute before anything is sent.
 struct rw_call {
   std::string name;
@@ -820,19 +845,13 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
       try {
         // This scope's own read lock (taken after this write lock by another thread of a per_client
         // scope: a downgrade) is no reader to wait for: look on either side of it.
-        // Where a guarded transaction of a read hold can outlive its lease, the look is the
-        // reader's mirror: a locking read that does not wait (one statement when no reader row is
-        // locked); on a locked row a plain read (a live reader: wait for it as ever), and only when
-        // no reader is live a locking read that waits for the guard's transaction to end.
-        const auto look = [&](const std::string& from, const std::string& to) -> std::optional<lock_info> {
-          if (!db_->guards_hold_off_readers()) return db_->live_in_range(from, to);
-          try {
-            return db_->live_in_range_after_guards(from, to, lock_wait::nowait);
-          } catch (const lock_not_available&) {
-            // A reader row is locked: look plainly, then wait for the lock if no reader is live.
-          }
-          if (auto r = db_->live_in_range(from, to)) return r;
-          return db_->live_in_range_after_guards(from, to, lock_wait::wait);
+        // A poll after a live reader was seen reads plainly first (no row lock while it lives).
+        const bool polling = reader.has_value();
+        const auto look = [&](const std::string& from, const std::string& to) {
+          return look_after_guards(
+              *db_, polling, [&] { return db_->live_in_range(from, to); },
+              [&](lock_wait mode) { return db_->live_in_range_after_guards(from, to, mode); },
+              [](const std::optional<lock_info>& r) { return r.has_value(); });
         };
         if (book_.holds_live_in_scope(own_reader, scope, steady::now())) {
           std::string after = own_reader;
@@ -909,28 +928,18 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   std::uniform_real_distribution<double> uniform(0.0, 1.0);
   backoff_state backoff;
   bool events = false;
-  // `after_guards`: the check after storing the reader row. Where a guarded transaction can outlive
-  // its writer's lease, no guarded write may commit while a reader holds: a locking read that does
-  // not wait answers in one statement when nothing holds the writer row (the common case). A row
-  // lock (a guard, a renewal, another reader's check) sends the two-step look instead: a plain read
-  // (a live writer means step aside at once, without waiting for its transactions), and only when
-  // no writer is live a locking read that waits for the lock to go.
+  // `after_guards`: the check after storing the reader row, where no guarded write may commit
+  // while a reader holds (look_after_guards); the look while waiting is a plain read.
   auto live_writer = [&](bool after_guards) -> bool {
-    auto live = [&] { return writer && writer->time_left.count() > 0; };
-    if (after_guards && db_->guards_hold_off_readers()) {
-      try {
-        writer = db_->inspect_writer_after_guards(wrow, lock_wait::nowait);
-        return live();
-      } catch (const lock_not_available&) {
-        // The row is locked: look plainly, then wait for the lock if no writer is live.
-      }
+    const auto live = [](const std::optional<lock_info>& r) { return r && r->time_left.count() > 0; };
+    if (after_guards) {
+      writer = look_after_guards(
+          *db_, false, [&] { return db_->inspect(wrow); },
+          [&](lock_wait mode) { return db_->inspect_writer_after_guards(wrow, mode); }, live);
+    } else {
       writer = db_->inspect(wrow);
-      if (live()) return true;
-      writer = db_->inspect_writer_after_guards(wrow, lock_wait::wait);
-      return live();
     }
-    writer = db_->inspect(wrow);
-    return live();
+    return live(writer);
   };
   auto give_up = [&]() -> std::shared_ptr<lease_state> {
     if (last_error) std::rethrow_exception(last_error);

@@ -395,6 +395,42 @@ TEST_F(PostgreSQL, ReadersAndWritersMeetingLockedRowsLogNoErrorOnTheServer) {
   expect_server_log_without("relation \"" + table + "\"");
 }
 
+// A writer waiting behind a live reader polls the reader rows; a poll must be a read. A row lock
+// on PostgreSQL writes the row's xmax: a poll that locked the live reader's row FOR UPDATE took a
+// transaction id and wrote a commit record flushed to disk, once per poll per waiting writer.
+// Counted here: the transaction ids assigned (pg_current_snapshot()'s xmax, which takes none
+// itself) while the writer waits 1 s, against its polls (one statement each). The writer row's
+// acquire and release take a few (3 in every run seen); autoanalyze may take one more.
+TEST_F(PostgreSQL, AWriterWaitingBehindALiveReaderPollsWithoutWriting) {
+  auto reader = client();
+  sqllock::client_options o;
+  o.poll_min = 5ms;
+  o.poll_max = 10ms;
+  auto writer = client(o);
+  const std::string name = unique("pg_rw_poll");
+  auto r = reader.try_acquire_read(name, {.ttl = 60s, .auto_renew = false});
+  ASSERT_TRUE(r);
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  auto next_xid = [&] { return std::stoll(admin.run("SELECT pg_snapshot_xmax(pg_current_snapshot())::text")); };
+  auto wal = [&] { return std::stoll(admin.run("SELECT pg_current_wal_insert_lsn() - '0/0'::pg_lsn")); };
+  auto warm = writer.try_acquire(unique("pg_rw_poll_warm"), {.auto_renew = false});  // connections open
+  ASSERT_TRUE(warm);
+  warm->release();
+  const auto xid0 = next_xid();
+  const auto wal0 = wal();
+  const auto sent0 = writer.statement_count();
+  EXPECT_FALSE(writer.try_acquire_write_for(name, 1s)) << "a writer came in beside a live reader";
+  const auto polls = static_cast<long long>(writer.statement_count() - sent0);
+  const auto xids = next_xid() - xid0;
+  const auto wal_bytes = wal() - wal0;
+  std::printf("[ metric   ] writer waiting 1 s behind a live reader: %lld statements, %lld transaction ids, %lld WAL bytes\n",
+              polls, xids, wal_bytes);
+  ASSERT_GE(polls, 20) << "the writer did not poll";
+  EXPECT_LE(xids, 5) << "the waiting writer's polls took transaction ids (" << xids << " for " << polls
+                     << " statements, " << wal_bytes << " WAL bytes)";
+}
+
 // ---- restart ----
 
 TEST_F(PostgreSQL, FencingTokensKeepGrowingAcrossAServerRestart) {

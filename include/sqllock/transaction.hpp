@@ -172,7 +172,10 @@ class SQLLOCK_EXPORT transaction {
   /// is held back (in the client's release outbox) and sent when the transaction ends.
   /// Throws lease_lost when the lease is gone; the transaction then writes nothing: commit()
   /// throws lease_lost too and rolls back. Works on adopted connections (the application's own
-  /// transaction; nothing is committed or rolled back there).
+  /// transaction; nothing is committed or rolled back there). There the handle ends before the
+  /// application's transaction does: PostgreSQL then finds the lease row still locked and leaves a
+  /// release to the outbox until the transaction ends; on MySQL/MariaDB and SQLite a release waits
+  /// for it (up to its bound, then the outbox): release after the application's commit.
   void require_lease(const lease_guard& lease);
 
   /// A fenced write; see fenced_update_request. A refused write is a result.

@@ -7,9 +7,21 @@
 -- statement; but a lease acquired less than min_hold ago is kept until acquired_at + min_hold
 -- (ShedLock's lockAtLeastFor) and nobody is notified. Durable like lease_acquire: a release lost
 -- in a crash would leave the lease held by an owner that will never release it.
--- Columns: freed (false: kept until min_hold), notified (null).
+-- A row locked by an open transaction (a guard's FOR KEY SHARE, lease_guard.sql) is not freed: the
+-- release's plain UPDATE would pass that lock, and a reader-writer check does not look at a freed
+-- row, so the other side could come in before the guarded transaction commits. The client holds
+-- its own releases back while it knows of such a transaction (transaction::require_lease); this
+-- covers the ones it cannot see end (an adopted connection's transaction, a COMMIT whose answer
+-- was lost). The row is locked FOR UPDATE SKIP LOCKED first, as fair_release.sql does; when
+-- anything holds it, nothing changes and one row answers guarded = true (the client sends the
+-- release again shortly).
+-- Columns: freed (false: kept until min_hold), notified (null), guarded.
 WITH {{part:durable}}, t AS (
   SELECT clock_timestamp() AS now, $4::bigint * interval '1 millisecond' AS min_hold
+), unguarded AS (
+  SELECT 1 FROM {{locks}}
+  WHERE name = $1 AND owner = $2 AND ($3::bigint = 0 OR token = $3::bigint) AND holder_id IS NOT NULL
+  FOR UPDATE SKIP LOCKED
 ), u AS (
   UPDATE {{locks}} AS l
   SET holder_id = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.holder_id END,
@@ -18,8 +30,15 @@ WITH {{part:durable}}, t AS (
       expires_at = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.acquired_at + t.min_hold ELSE t.now END
   FROM t CROSS JOIN durable
   WHERE l.name = $1 AND l.owner = $2 AND ($3::bigint = 0 OR l.token = $3::bigint) AND l.holder_id IS NOT NULL
+    AND EXISTS (SELECT 1 FROM unguarded)
   RETURNING l.name, l.holder_id
 )
 SELECT u.holder_id IS NULL AS freed,
-       CASE WHEN u.holder_id IS NULL AND $5::text IS NOT NULL THEN pg_notify($5::text, u.name) END AS notified
+       CASE WHEN u.holder_id IS NULL AND $5::text IS NOT NULL THEN pg_notify($5::text, u.name) END::text AS notified,
+       false AS guarded
 FROM u
+UNION ALL
+SELECT false, NULL::text, true
+FROM {{locks}}
+WHERE name = $1 AND owner = $2 AND ($3::bigint = 0 OR token = $3::bigint) AND holder_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM unguarded)

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sqllock/client.hpp"
+#include "sqllock/error.hpp"
 #include "sqllock/parse.hpp"
 #include "sqllock/transaction.hpp"
 #include "sqllock/value.hpp"
@@ -137,6 +138,15 @@ struct queue_waiter {
 /// Result of a release: true when the owner check passed (the row was this acquisition's and is now
 /// free, or kept until min_hold); false when the row names another acquisition or none.
 using release_outcome = bool;
+
+/// A release that found its lease's row locked by an open transaction (a guard of
+/// transaction::require_lease whose end the client cannot see: an adopted connection's
+/// transaction, a COMMIT whose answer was lost): nothing was changed; sent again shortly, like a
+/// release that could not take its row lock in time.
+class release_guarded : public lock_not_available {
+ public:
+  using lock_not_available::lock_not_available;
+};
 
 /// Which connection a lease statement runs on. The watchdog's renewals and re-sent releases run on a
 /// connection of their own, so they never wait behind callers' statements (a slow inspect(), a

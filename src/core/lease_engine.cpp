@@ -1055,6 +1055,18 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   bool released = false;
   try {
     released = db_->release(*request, lane::caller);
+  } catch (const release_guarded&) {
+    // A transaction this client does not know of, or cannot see end, still locks the row (an
+    // adopted connection's transaction guarding the lease): as a held-off release, the outbox
+    // sends it again until that transaction has ended, and the caller's release is done.
+    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
+    renewer_->poke();
+    if (options_.log) {
+      log_message(options_, log_level::debug,
+                  "release of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
+                      ") waits for a transaction locking its row to end");
+    }
+    return;
   } catch (const error& e) {
     // Not applied, or not known to be (no answer, busy past its bound, rolled back): the outbox
     // sends it again, so the row is freed in moments, not left to its TTL.

@@ -324,6 +324,11 @@ class postgresql_backend final : public backend {
     auto run = [&](lane_connection& l) {
       count_statement();
       auto r = l.run(release_, params, req.deadline);
+      if (PQntuples(r.get()) > 0 && field_text(r.get(), 0, 2) == "t") {
+        throw release_guarded("release of '" + req.lease.name +
+                                  "': its row is locked by an open transaction guarding the lease; sent again when it ends",
+                              std::string(backend_name), "", "lease_release");
+      }
       return PQntuples(r.get()) > 0;
     };
     if (on == lane::watchdog) {

@@ -780,6 +780,37 @@ TEST_F(PostgreSQL, AdoptedConnectionRunsInTheApplicationsTransactionAndIsNeverCl
   EXPECT_EQ(PQstatus(app.c), CONNECTION_OK);
 }
 
+// A write hold guarding the application's own transaction (an adopted connection): the handle ends
+// at once (commit() only ends the handle), the application's transaction, which holds the guard's
+// FOR KEY SHARE on the writer row, stays open until the application commits. A release of the
+// write hold in between must not let a reader in beside the uncommitted guarded write: the
+// release's plain UPDATE passes FOR KEY SHARE, and the reader's check skips a freed writer row,
+// so nothing but the client's guard mark (dropped with the handle) held the release back.
+TEST_F(PostgreSQL, AWriteHoldGuardingAnAdoptedTransactionKeepsReadersOutUntilTheApplicationCommits) {
+  const std::string t = make_table(1);
+  auto a = client();
+  auto b = client();
+  const std::string name = unique("pg_adopt_guard");
+  auto w = a.try_acquire_write(name, {.ttl = 10s});
+  ASSERT_TRUE(w);
+  pg_handle app(url());
+  ASSERT_TRUE(app.ok());
+  app.run("BEGIN");
+  {
+    auto tx = sqllock::adopt(app.c);
+    tx.require_lease(*w);
+    tx.execute("UPDATE " + t + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+    tx.commit();  // ends the handle; the application's transaction is still open
+  }
+  ASSERT_EQ(PQtransactionStatus(app.c), PQTRANS_INTRANS);
+  w->release();
+  auto r = b.try_acquire_read(name);
+  EXPECT_FALSE(r) << "a reader came in while the application's transaction guarded by the write hold was open";
+  r.reset();
+  app.run("COMMIT");
+  EXPECT_TRUE(b.try_acquire_read_for(name, 5s)) << "the write hold was not freed once the application committed";
+}
+
 // ---- URLs, errors ----
 
 TEST_F(PostgreSQL, BadUrlsAndCredentialsNeverEchoThePassword) {

@@ -158,13 +158,15 @@ void waker::wake_free_rows(connection& conn) {
   }
 }
 
-void waker::wake_if_changed(connection& conn, const std::string& name) {
+void waker::release_and_wake_if_changed(connection& conn, const std::string& name, const std::string& key) {
   std::string state;  // empty: unreadable (wake)
   try {
-    result_rows s = conn.query(row_state_sql_, {name}, "wake_row_state", true);
+    result_rows s = conn.query(row_state_sql_, {name, key}, "wake_row_state", true);
     state = (!s.empty() && s[0][0]) ? *s[0][0] : std::string("none");
   } catch (const std::exception&) {
     if (conn.broken()) throw;
+    // The key may still be held here: let it go on its own (a failure goes to the loop's handler).
+    conn.query(release_sql_, {key}, "wake_lock_release");
   }
   wake_if_state_changed(name, state);
 }
@@ -210,7 +212,8 @@ void waker::loop() noexcept {
   bool had_connection = false;
   std::map<std::string, std::chrono::steady_clock::time_point> quiet_until;
   std::set<std::string> unlooked;            // watched names not looked at since watched
-  std::map<std::string, int> unkeyed_looks;  // looks in a row that found a holder without its key
+  // Looks in a row that found the same holder (the row's state) without its key.
+  std::map<std::string, std::pair<int, std::string>> unkeyed_looks;
   std::size_t turn = 0;
   for (;;) {
     std::string name;
@@ -307,10 +310,10 @@ void waker::loop() noexcept {
       if (got != "-3") unkeyed_looks.erase(name);
       if (got == "1") {
         // The key was let go: by its holder (a release, or its connection died), or by another
-        // client's waiter connection passing the release on. Let it go again at once; wake when
-        // the row changed since the last wake-up here (one release, one wake-up).
-        conn->query(release_sql_, {k}, "wake_lock_release");
-        wake_if_changed(*conn, name);
+        // client's waiter connection passing the release on. Let it go again at once, in the
+        // statement that reads the row; wake when the row changed since the last wake-up here (one
+        // release, one wake-up).
+        release_and_wake_if_changed(*conn, name, k);
       } else if (got == "0") {
         // Held all along. A first look counts releases from here; a later one wakes for releases
         // since the last wake-up (the key went from holder to holder, never to this connection).
@@ -318,9 +321,17 @@ void waker::loop() noexcept {
       } else if (got == "-2" || got == "-3") {
         // A release being passed on by waiter connections, or a holder that has no key yet (right
         // after a fair hand-over): wake if the row changed, look again soon; a holder that never
-        // takes its key is looked at less and less often (2, 4, 8 ... 50 ms).
+        // takes its key is looked at less and less often (2, 4, 8 ... 50 ms). A new holder (the row
+        // changed since the last look) starts again at 2 ms: a fair hand-over's new holder takes its
+        // key when its client is woken, often by this look, and a wait that kept the back-off
+        // of an earlier holder saw neither that key nor its release (the next hand-over was then
+        // found up to 50 ms late, on every hand-over once the loop fell into it).
         wake_if_state_changed(name, state);
-        int& n = unkeyed_looks[name];
+        auto& [n, seen] = unkeyed_looks[name];
+        if (got == "-3" && seen != state) {
+          n = 0;
+          seen = state;
+        }
         const auto quiet = got == "-2" ? std::chrono::milliseconds(2)
                                        : std::min(std::chrono::milliseconds(50), std::chrono::milliseconds(2 << std::min(n, 5)));
         if (got == "-3") ++n;

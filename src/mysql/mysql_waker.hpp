@@ -53,9 +53,10 @@ class waker {
   /// One Galera round: wake every watched name whose row is free or expired.
   void wake_free_rows(connection& conn);
   void wake_name(const std::string& name);
-  /// Wake `name` once per release since the state its wake-ups so far account for, or once when
-  /// the row cannot be read or compared.
-  void wake_if_changed(connection& conn, const std::string& name);
+  /// Let `key` go (held after a GET_LOCK that answered 1) and, in the same statement, read the
+  /// row: wake `name` once per release since the state its wake-ups so far account for, or once
+  /// when the row cannot be read or compared.
+  void release_and_wake_if_changed(connection& conn, const std::string& name, const std::string& key);
   /// The same with the state already read (wake_wait.sql's second column).
   void wake_if_state_changed(const std::string& name, const std::string& state);
   /// A look that found the key held all along: a name not counted yet counts from `state` and

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -987,6 +988,50 @@ TEST(MysqlWaker, ALookLeftFromAnEarlierWaitDoesNotUseUpTheNextWaitsPollState) {
   EXPECT_EQ(sink.wait_for(before + 2, 2s) - before, 2) << "a release after the new poll was not woken";
   std::this_thread::sleep_for(100ms);
   EXPECT_EQ(sink.count() - before, 2) << "wake-ups after the poll";
+  w->set_sink(nullptr);
+}
+
+// (c) A fair hand-over's new holder takes its key only once its client is woken, so the waker
+// first sees it without its key ("-3") and looks again 2, 4, 8 ... 50 ms later. The back-off kept
+// growing across holders: after a long hold without a key, the waker looked every 50 ms at every
+// later holder too, so a holder that took its key and released within those 50 ms was never seen
+// holding it; its release (the next hand-over) was found by the next look, up to 50 ms late, on
+// every hand-over once the loop had fallen into it (scenario 3 on MariaDB: fair at 0.04-0.06x of
+// GET_LOCK, 20-50 ms between a release and the next acquisition). A new holder (the row changed)
+// is looked at 2 ms later again. Here: a holds 400 ms without a key; then b is handed the lock
+// (token 6) and, once that wakes the waiter, takes its key, holds 10 ms and hands the lock on.
+TEST(MysqlWaker, AHolderThatTakesItsKeyAfterALongUnkeyedHoldIsSeenAndItsReleaseWokenAtOnce) {
+  const std::string name = unique_name("wkback");
+  auto admin = admin_connection();
+  auto b = raw_connection(url());
+  set_row(*admin, name, 5, "a");  // a: held, no key
+  wake_counter sink;
+  auto w = make_waker();
+  w->set_sink(&sink);
+  ASSERT_TRUE(w->watch(name));
+  ASSERT_EQ(sink.wait_for(1, 5s), 1) << "the first look did not wake";
+  w->note_state(name, "5 held");
+  std::vector<long long> late;
+  for (int round = 0; round < 5; ++round) {
+    const int token = 6 + 2 * round;
+    std::this_thread::sleep_for(400ms);  // looks at an unkeyed holder: the back-off reaches 50 ms
+    const int before = sink.count();
+    set_row(*admin, name, token, "b");  // handed to b (no key yet)
+    ASSERT_EQ(sink.wait_for(before + 1, 5s), before + 1) << "the hand-over to b did not wake";
+    ASSERT_EQ(query_int(*b, take_key_sql, {name, "5"}), 1);
+    std::this_thread::sleep_for(10ms);  // b's hold
+    set_row(*b, name, token + 1, "a");  // b hands the lock to a (no key), then lets its key go
+    const auto released = std::chrono::steady_clock::now();
+    ASSERT_EQ(query_int(*b, let_key_go_sql, {name}), 1);
+    ASSERT_EQ(sink.wait_for(before + 2, 5s), before + 2) << "b's release did not wake";
+    late.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - released).count());
+  }
+  std::sort(late.begin(), late.end());
+  std::printf("[ mysql waker ] b's release woken after (ms, sorted): %lld %lld %lld %lld %lld\n", late[0], late[1], late[2],
+              late[3], late[4]);
+  // Seen holding its key, b's release wakes as soon as GET_LOCK returns (a millisecond or two);
+  // not seen, it waited for the next look (30-40 ms here).
+  EXPECT_LT(late[2], 15) << "b's release found by a later look, not woken through its key (median of 5)";
   w->set_sink(nullptr);
 }
 

@@ -1345,3 +1345,25 @@ TEST(EngineAttack, AFairLeaveSentAgainAfterTheSameClientReacquiredTheNameFreesNo
   EXPECT_EQ(db->rows["n"].owner, again->acq->ref.owner);
   EXPECT_EQ(db->rows["n"].token, again->acq->ref.token) << "the lease was handed over (to itself) by the old leave";
 }
+
+// A waiter whose own client (another thread) holds the name asks the book, not the database
+// (lease_book::held_elsewhere_here), and sleeps up to the lease's end (here polls 10 s apart, the
+// lease 3 s). A holder reported lost at its max_hold (300 ms) leaves the book at once, and its
+// release wakes the waiter: it gets the name right after, not at the lease's end. (A holder that
+// does not release keeps the row in the database until its TTL: the waiter then waits for it.)
+TEST(Engine, AWaiterOfTheSameClientGetsTheNameRightAfterAHolderLostAtItsMaxHoldReleasesIt) {
+  engine_fixture f({.poll_max = 10s});
+  const auto t0 = steady::now();
+  std::thread holder([&] {
+    auto held = f.engine->acquire("n", {.ttl = 3s, .max_hold = 300ms}, 0ms, {}, false);
+    if (!held) return;
+    while (f.engine->usable(*held)) std::this_thread::sleep_for(1ms);
+    f.engine->release(*held);
+  });
+  while (!f.engine->inspect("n") && steady::now() < t0 + 2s) std::this_thread::sleep_for(1ms);
+  auto g = f.engine->acquire("n", {.ttl = 3s}, 5s, {}, true);
+  const auto got = steady::now() - t0;
+  holder.join();
+  EXPECT_GE(got, 300ms);
+  EXPECT_LT(got, 1500ms) << "the waiter slept to the lost holder's lease end";
+}

@@ -55,7 +55,11 @@ struct SQLLOCK_EXPORT client_options {
   std::string table = "sqllock_locks";
   /// Refuse to connect when the lock tables are missing or old (throws schema_missing), or newer
   /// than this library knows (schema_too_new). Off: no check at connect, no statement (migrate()
-  /// still refuses a newer schema).
+  /// still refuses a newer schema), and none later: the lease statements do not read the schema
+  /// version (that takes a statement, a round trip, of its own, or a read of the version table
+  /// inside the lease statements, paid by every call, not only the first), so such a client runs
+  /// on a newer schema unwarned. Turn it off only to create the tables, and call
+  /// migrate() before the first lease: it refuses a newer schema (schema_too_new).
   bool require_schema = true;
   /// Wake waiters through the database where it can (PostgreSQL LISTEN/NOTIFY, MySQL GET_LOCK,
   /// SQLite file locks). Off: polling with back-off only (e.g. PgBouncer in transaction mode).

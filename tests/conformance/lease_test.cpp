@@ -141,17 +141,17 @@ TEST(Lease, AnInnerHoldsMaxHoldEndsThatHoldAloneAndTheOuterKeepsTheLease) {
   auto b = make_client();
   const auto name = unique_name("inner_max_hold");
   std::atomic<int> outer_lost{0}, inner_lost{0};
-  auto outer = a.try_acquire(name, {.ttl = 600ms, .on_lost = [&](const std::string&, std::int64_t) { ++outer_lost; }});
+  auto outer = a.try_acquire(name, {.ttl = 1s, .on_lost = [&](const std::string&, std::int64_t) { ++outer_lost; }});
   ASSERT_TRUE(outer);
   const auto start = std::chrono::steady_clock::now();
   auto inner = a.try_acquire(
-      name, {.ttl = 600ms, .on_lost = [&](const std::string&, std::int64_t) { ++inner_lost; }, .max_hold = 300ms});
+      name, {.ttl = 1s, .on_lost = [&](const std::string&, std::int64_t) { ++inner_lost; }, .max_hold = 300ms});
   ASSERT_TRUE(inner);
   EXPECT_EQ(inner->hold_count(), 2);
   EXPECT_TRUE(eventually([&] { return inner_lost.load() == 1; }, 3s)) << "the inner hold was not told at its max_hold";
   EXPECT_TRUE(inner->lost());
   EXPECT_FALSE(inner->usable());
-  std::this_thread::sleep_until(start + 1500ms);  // well past the first TTL: only renewals keep the lease
+  std::this_thread::sleep_until(start + 2200ms);  // well past the first TTL: only renewals keep the lease
   EXPECT_EQ(outer_lost.load(), 0) << "the outer hold was ended by the inner hold's max_hold";
   EXPECT_FALSE(outer->lost());
   EXPECT_TRUE(outer->usable());

@@ -55,7 +55,11 @@ struct SQLLOCK_EXPORT client_options {
   std::string table = "sqllock_locks";
   /// Refuse to connect when the lock tables are missing or old (throws schema_missing), or newer
   /// than this library knows (schema_too_new). Off: no check at connect, no statement (migrate()
-  /// still refuses a newer schema).
+  /// still refuses a newer schema), and none later: the lease statements do not read the schema
+  /// version (that takes a statement, a round trip, of its own, or a read of the version table
+  /// inside the lease statements, paid by every call, not only the first), so such a client runs
+  /// on a newer schema unwarned. Turn it off only to create the tables, and call
+  /// migrate() before the first lease: it refuses a newer schema (schema_too_new).
   bool require_schema = true;
   /// Wake waiters through the database where it can (PostgreSQL LISTEN/NOTIFY, MySQL GET_LOCK,
   /// SQLite file locks). Off: polling with back-off only (e.g. PgBouncer in transaction mode).
@@ -137,7 +141,11 @@ struct SQLLOCK_EXPORT lease_options {
   /// on_lost: not called when the lease is lost before it could be.
   std::function<void(const std::string& name, std::int64_t fencing_token)> on_at_risk;
   /// Upper bound on holding (ShedLock's lockAtMostFor): the watchdog stops renewing this long after
-  /// the acquisition, so a stuck holder cannot keep the lock forever. Zero: no bound.
+  /// the acquisition, so a stuck holder cannot keep the lock forever. Zero: no bound. It bounds
+  /// this hold: a re-entered (nested) hold past its max_hold is reported lost alone (its lost(),
+  /// on_lost; usable() false) while the acquisition's other holds keep the lease, renewed as
+  /// before; the lease itself stops being renewed, and is reported lost, once every hold of it
+  /// is past its max_hold (a hold without one keeps it renewed until it is released).
   std::chrono::milliseconds max_hold{0};
   /// Lower bound on holding (ShedLock's lockAtLeastFor): a release earlier than acquisition +
   /// min_hold leaves the lease held until then (it is shortened to end there). Zero: none.
@@ -198,13 +206,14 @@ class SQLLOCK_EXPORT lease_guard {
   std::int64_t hold_count() const;
   /// True once the lease is lost: taken over or deleted (found by the watchdog or an operation), or
   /// not renewed in time by this process's monotonic clock (reported by the client's deadline
-  /// thread at the local expiry estimate, whatever I/O is in flight), or past max_hold.
+  /// thread at the local expiry estimate, whatever I/O is in flight); or once this hold is past its
+  /// max_hold (its acquisition's other holds may keep the lease).
   bool lost() const noexcept;
   /// True while this guard owns a (possibly lost) acquisition that it has not released.
   bool owns() const noexcept;
   /// True while the lease may be relied on now: owned, not lost, and, by this process's monotonic
   /// clock, before the points where the client's deadline thread reports it lost: its loss point
-  /// (valid_until() minus the loss margin, docs/internals.md "Clocks") and its max_hold. The rule
+  /// (valid_until() minus the loss margin, docs/internals.md "Clocks") and this hold's max_hold. The rule
   /// the client applies itself before it hands out any lease; unlike lost(), it does not wait for
   /// the deadline thread, which a loaded machine may run late. Check it before acting on a lease taken a while ago (acquire_all does, for the
   /// leases it took before waiting for the others). It does not consult the database: a lease

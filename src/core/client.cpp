@@ -53,7 +53,7 @@ int lease_guard::permit() const { return checked(state_).permit; }
 const std::string& lease_guard::holder_id() const { return checked(state_).acq->holder; }
 std::int64_t lease_guard::fencing_token() const { return checked(state_).acq->ref.token; }
 std::int64_t lease_guard::hold_count() const { return checked(state_).hold_count; }
-bool lease_guard::lost() const noexcept { return state_ && state_->acq->lost.load(); }
+bool lease_guard::lost() const noexcept { return state_ && (state_->lost.load() || state_->acq->lost.load()); }
 bool lease_guard::owns() const noexcept { return state_ && !state_->finished.load(); }
 bool lease_guard::usable() const noexcept { return state_ && state_->engine->usable(*state_); }
 const std::string& lease_guard::owner_id() const { return checked(state_).acq->ref.owner; }

@@ -19,12 +19,14 @@ namespace {
 
 steady::rep ticks(steady::time_point t) { return t.time_since_epoch().count(); }
 
-// Recompute what the live holds of an acquisition ask for; called with the book's lock held.
+// Recompute what the live holds of an acquisition ask for; called with the book's lock held. A
+// hold past its max_hold (reported lost alone) still counts as a hold until it is dropped, but
+// asks for nothing more.
 void recompute(acquisition& a) {
   a.holds = 0;
   a.auto_renew_holds = 0;
-  a.renew_ttl = milliseconds(0);
-  a.hard_end = steady::time_point::max();
+  a.hard_end = steady::time_point::min();
+  a.next_hold_end = steady::time_point::max();
   auto& list = a.hold_list;
   list.erase(std::remove_if(list.begin(), list.end(),
                             [](const std::weak_ptr<lease_state>& w) {
@@ -36,13 +38,13 @@ void recompute(acquisition& a) {
     auto h = w.lock();
     if (!h) continue;
     ++a.holds;
-    if (h->options.auto_renew) {
-      ++a.auto_renew_holds;
-      a.renew_ttl = std::max(a.renew_ttl, h->options.ttl);
-    }
     a.min_hold = std::max(a.min_hold, h->options.min_hold);
-    if (h->options.max_hold.count() > 0) a.hard_end = std::min(a.hard_end, h->started + h->options.max_hold);
+    a.hard_end = std::max(a.hard_end, h->end());
+    if (h->lost.load()) continue;
+    if (h->options.auto_renew) ++a.auto_renew_holds;
+    a.next_hold_end = std::min(a.next_hold_end, h->end());
   }
+  if (a.holds == 0) a.hard_end = steady::time_point::max();
 }
 
 }  // namespace
@@ -127,6 +129,11 @@ bool lease_book::usable(const acquisition& a, steady::time_point now) const {
   return live_at(a, now);
 }
 
+bool lease_book::usable(const lease_state& hold, steady::time_point now) const {
+  std::lock_guard lk(mu_);
+  return !hold.finished.load() && !hold.lost.load() && now < hold.end() && live_at(*hold.acq, now);
+}
+
 bool lease_book::holds_name(const std::string& name) const {
   std::lock_guard lk(mu_);
   auto it = by_name_.find(name);
@@ -163,12 +170,19 @@ renew_batch lease_book::due(steady::time_point now) {
   for (auto& [id, a] : live_) {
     if (a->auto_renew_holds == 0 || a->next_renew > now + a->last_ttl / 6) continue;
     if (skip_guarded_ && a->guards.load() > 0) continue;
-    auto ttl = a->renew_ttl;
-    if (a->hard_end != steady::time_point::max()) {
-      const auto left = std::chrono::duration_cast<milliseconds>(a->hard_end - now);
-      if (left.count() <= 0) continue;  // max_hold reached: expire() reports it
-      ttl = std::min(ttl, left);
+    // Each renewing hold asks for its TTL, up to its own max_hold; the longest ask is renewed, so
+    // a hold's max_hold never shortens the lease of the others.
+    milliseconds ttl{0};
+    for (const auto& w : a->hold_list) {
+      auto h = w.lock();
+      if (!h || h->finished.load() || h->lost.load() || !h->options.auto_renew) continue;
+      auto ask = h->options.ttl;
+      if (const auto end = h->end(); end != steady::time_point::max()) {
+        ask = std::min(ask, std::chrono::duration_cast<milliseconds>(end - now));
+      }
+      ttl = std::max(ttl, ask);
     }
+    if (ttl.count() <= 0) continue;  // every renewing hold is past its max_hold: expire() reports it
     const auto loss_at = a->valid_until_time() - loss_margin(a->last_ttl);
     if (loss_at <= now) continue;  // too late to renew: expire() reports it
     batch.items.push_back({a->ref, ttl});
@@ -235,9 +249,26 @@ void lease_book::lost_locked(acquisition& a, const std::string& why, std::vector
   }
   for (const auto& w : a.hold_list) {
     auto h = w.lock();
-    if (h && !h->finished.load() && h->options.on_lost)
+    // A hold reported lost alone (its max_hold) was told already.
+    if (h && !h->finished.load() && !h->lost.load() && h->options.on_lost)
       notices.push_back({h->options.on_lost, a.ref.name, a.ref.token, a.id, notice_kind::lost});
   }
+}
+
+void lease_book::end_holds_locked(acquisition& a, steady::time_point now, std::vector<lease_notice>& notices) {
+  for (const auto& w : a.hold_list) {
+    auto h = w.lock();
+    if (!h || h->finished.load() || h->lost.load() || now < h->end()) continue;
+    h->lost.store(true);
+    if (log_) {
+      log_message(*log_, log_level::warning,
+                  "a hold of lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
+                      ") lost: its max_hold was reached; the lease stays with its other holds");
+    }
+    if (h->options.on_lost)
+      notices.push_back({h->options.on_lost, a.ref.name, a.ref.token, a.id, notice_kind::hold_lost});
+  }
+  recompute(a);
 }
 
 void lease_book::mark_lost(acquisition& a, const std::string& why) {
@@ -257,9 +288,15 @@ void lease_book::expire(steady::time_point now) {
     const auto until = a->valid_until_time();
     if (now >= a->hard_end) {
       lost_locked(*a, "max_hold reached: the lease is no longer renewed", notices);
-    } else if (now >= until - loss_margin(a->last_ttl)) {
+      continue;
+    }
+    if (now >= until - loss_margin(a->last_ttl)) {
       lost_locked(*a, "not renewed in time: by this process's clock the lease may expire in the database now", notices);
-    } else if (!a->at_risk_reported && now >= until - a->last_ttl / 3) {
+      continue;
+    }
+    // Some holds past their max_hold, others keeping the acquisition: those are lost alone.
+    if (now >= a->next_hold_end) end_holds_locked(*a, now, notices);
+    if (!a->at_risk_reported && now >= until - a->last_ttl / 3) {
       a->at_risk_reported = true;
       if (log_) {
         log_message(*log_, log_level::warning,
@@ -273,7 +310,7 @@ void lease_book::expire(steady::time_point now) {
       }
       for (const auto& w : a->hold_list) {
         auto h = w.lock();
-        if (h && !h->finished.load() && h->options.on_at_risk)
+        if (h && !h->finished.load() && !h->lost.load() && h->options.on_at_risk)
           notices.push_back({h->options.on_at_risk, a->ref.name, a->ref.token, a->id, notice_kind::at_risk});
       }
     }
@@ -295,7 +332,7 @@ steady::time_point lease_book::next_deadline() const {
   std::lock_guard lk(mu_);
   for (const auto& [id, a] : live_) {
     const auto until = a->valid_until_time();
-    t = std::min(t, a->hard_end);
+    t = std::min({t, a->hard_end, a->next_hold_end});
     t = std::min(t, until - loss_margin(a->last_ttl));
     if (!a->at_risk_reported) t = std::min(t, until - a->last_ttl / 3);
   }
@@ -305,7 +342,7 @@ steady::time_point lease_book::next_deadline() const {
 std::pair<steady::time_point, steady::time_point> lease_book::times_of(const acquisition& a) const {
   std::lock_guard lk(mu_);
   const auto until = a.valid_until_time();
-  auto deadline = std::min(a.hard_end, until - loss_margin(a.last_ttl));
+  auto deadline = std::min({a.hard_end, a.next_hold_end, until - loss_margin(a.last_ttl)});
   if (!a.at_risk_reported) deadline = std::min(deadline, until - a.last_ttl / 3);
   return {a.auto_renew_holds > 0 ? a.next_renew : steady::time_point::max(), deadline};
 }

@@ -57,11 +57,13 @@ struct acquisition {
   steady::time_point next_renew;
   bool at_risk_reported = false;
   bool released = false;  ///< the last hold is gone
-  int holds = 0;          ///< live holds
-  int auto_renew_holds = 0;
-  std::chrono::milliseconds renew_ttl{0};                   ///< longest TTL among holds that renew (fixed per hold set)
-  std::chrono::milliseconds min_hold{0};                    ///< longest min_hold asked by any hold
-  steady::time_point hard_end = steady::time_point::max();  ///< earliest started + max_hold
+  int holds = 0;          ///< live holds (a hold past its max_hold included, until it is dropped)
+  int auto_renew_holds = 0;  ///< live holds that renew, not past their max_hold
+  std::chrono::milliseconds min_hold{0};  ///< longest min_hold asked by any hold
+  /// Where max_hold ends the whole acquisition: the latest end of its live holds (max if one has
+  /// no max_hold). A hold's max_hold bounds that hold only (lease_state::end).
+  steady::time_point hard_end = steady::time_point::max();
+  steady::time_point next_hold_end = steady::time_point::max();  ///< earliest end of a hold not yet reported lost
   std::vector<std::weak_ptr<struct lease_state>> hold_list;  ///< for on_lost / on_at_risk
 
   steady::time_point valid_until_time() const noexcept {
@@ -83,6 +85,14 @@ struct lease_state {
   std::string rw_name;
   char rw_side = 0;
   std::atomic<bool> finished{false};
+  /// This hold alone was reported lost: its max_hold passed while other holds keep the acquisition
+  /// (the acquisition's own loss is acq->lost).
+  std::atomic<bool> lost{false};
+
+  /// Where this hold's max_hold ends it (max: none).
+  steady::time_point end() const noexcept {
+    return options.max_hold.count() > 0 ? started + options.max_hold : steady::time_point::max();
+  }
 };
 
 /// Renewals due now: the items for backend::renew and the acquisitions they belong to.
@@ -123,6 +133,9 @@ class lease_book {
   /// point and its max_hold (a lease recorded earlier whose next statement was answered late may be
   /// past them; the deadline thread, which reports both, may run late).
   bool usable(const acquisition& a, steady::time_point now) const;
+  /// The same for one hold: its acquisition is usable() and the hold itself is not finished nor
+  /// past its own max_hold.
+  bool usable(const lease_state& hold, steady::time_point now) const;
 
   /// Record a new acquisition (the acquire statement started at `started`) and its first hold.
   /// Returns null, recording nothing, when the answer came at or after the lease's loss point
@@ -137,7 +150,8 @@ class lease_book {
   std::optional<release_request> drop(lease_state& hold);
 
   /// Renewals due at `now` (each acquisition that renews and whose next renewal falls within the
-  /// next sixth of its TTL), batched. Acquisitions past max_hold are not renewed.
+  /// next sixth of its TTL), batched. Each renewing hold asks for its TTL, cut to its max_hold; the
+  /// longest is renewed. A hold past its max_hold asks for nothing.
   renew_batch due(steady::time_point now);
   /// Outcome of a renewal batch that started at t0: matched items are valid until t0 + ttl, the
   /// others are lost (notices run). `failed`: no answer (retry soon, until the deadline).
@@ -145,7 +159,8 @@ class lease_book {
                const std::string& why);
 
   /// Report loss or risk at `now`: at-risk once less than a third of the TTL is left, lost at the
-  /// local expiry estimate minus loss_margin, or at max_hold; the notices are run.
+  /// local expiry estimate minus loss_margin, or once every hold is past its max_hold; a hold past
+  /// its own max_hold while others keep the acquisition is reported lost alone. The notices are run.
   void expire(steady::time_point now);
   /// Where `a` is reported lost by this process's clock unless renewed first: its local expiry
   /// estimate minus loss_margin (another client may take it over soon after).
@@ -182,6 +197,8 @@ class lease_book {
   /// holds_live_in_scope(). The caller holds mu_.
   bool live_at(const acquisition& a, steady::time_point now) const;
   void lost_locked(acquisition& a, const std::string& why, std::vector<lease_notice>& notices);
+  /// Report lost, alone, each hold of `a` past its max_hold at `now` (others keep `a`).
+  void end_holds_locked(acquisition& a, steady::time_point now, std::vector<lease_notice>& notices);
   /// Queue notices decided under `lk` (held), release it, and run them: the caller's last use of
   /// the book, which a callback may destroy.
   void deliver(std::vector<lease_notice>&& notices, std::unique_lock<std::mutex>& lk);

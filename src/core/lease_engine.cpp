@@ -864,7 +864,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
         last_error = nullptr;
         // No reader left, or another thread of this scope saw them drain meanwhile (a reader seen
         // since stores its row, sees this writer row and steps aside).
-        if ((!reader || w->acq->rw_checked.load()) && book_.usable(*w->acq, steady::now())) {
+        if ((!reader || w->acq->rw_checked.load()) && book_.usable(*w, steady::now())) {
           w->acq->rw_checked.store(true);
           return w;
         }
@@ -873,7 +873,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
         last_error = std::current_exception();
       }
       // Lost, or past its loss point (the read answered late): never handed out.
-      if (!book_.usable(*w->acq, steady::now())) {
+      if (!book_.usable(*w, steady::now())) {
         throw lease_lost("the write lock of '" + name + "' was lost while its readers drained",
                          std::string(db_->kind()), "", "lease_live_in_range");
       }
@@ -996,7 +996,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
         }
         // Not handed out lost, nor past its loss point (the read answered late): not acquired. A
         // re-entry that another thread of this scope checked meanwhile keeps it, writer or not.
-        if (!dropped && (!blocked || h->acq->rw_checked.load()) && book_.usable(*h->acq, steady::now())) {
+        if (!dropped && (!blocked || h->acq->rw_checked.load()) && book_.usable(*h, steady::now())) {
           h->acq->rw_checked.store(true);
           return h;
         }
@@ -1138,13 +1138,18 @@ void lease_engine::renew_now(acquisition& a, milliseconds ttl, const char* state
 }
 
 bool lease_engine::usable(const lease_state& hold) const noexcept {
-  return !hold.finished.load() && book_.usable(*hold.acq, steady::now());
+  return book_.usable(hold, steady::now());
 }
 
 void lease_engine::renew(lease_state& hold) {
   if (hold.finished.load()) {
     throw not_holder("renew: lease '" + hold.acq->ref.name + "' was already released by this guard", std::string(db_->kind()),
                      "", "lease_renew");
+  }
+  if (hold.lost.load()) {
+    throw lease_lost("lease '" + hold.acq->ref.name + "' (token " + std::to_string(hold.acq->ref.token) +
+                         "): this hold passed its max_hold and was reported lost (the lease stays with its other holds)",
+                     std::string(db_->kind()), "", "lease_renew");
   }
   renew_now(*hold.acq, hold.options.ttl, "lease_renew");
 }

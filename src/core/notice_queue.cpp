@@ -11,7 +11,8 @@ void notice_queue::push(std::vector<lease_notice>&& notices) {
     if (n.kind == notice_kind::lost) {
       // Dropped, not erased: a callback is destroyed outside the lock (its captures are the user's).
       for (auto& e : pending_) {
-        if (e.notice.lease == n.lease && e.notice.kind != notice_kind::lost) e.dropped = true;
+        if (e.notice.lease == n.lease && (e.notice.kind == notice_kind::renewed || e.notice.kind == notice_kind::at_risk))
+          e.dropped = true;
       }
     }
     pending_.push_back({std::move(n)});

@@ -12,8 +12,9 @@
 namespace sqllock::detail {
 
 /// What a notice tells about its lease. A lost notice makes the lease's pending at_risk and renewed
-/// notices untrue: they are dropped.
-enum class notice_kind { renewed, at_risk, lost };
+/// notices untrue: they are dropped. hold_lost: one hold of the lease passed its max_hold while
+/// the others keep the lease; it stays true whatever follows and makes nothing untrue.
+enum class notice_kind { renewed, at_risk, lost, hold_lost };
 
 /// A callback the lease book decided under its lock, to run after it.
 struct lease_notice {

@@ -132,6 +132,38 @@ TEST(Lease, ReentrantAcquireKeepsTokenAndCountsHolds) {
   EXPECT_TRUE(b.try_acquire(name));
 }
 
+// DESIGN, Safety: a reentrant hold never shortens the lease of the holds around it. An inner
+// hold's max_hold bounds that hold only: it alone is lost there (lost(), not usable(), its own
+// on_lost), and the outer hold keeps the lease, renewed well past its first TTL, until it is
+// released. The whole acquisition used to end at the inner hold's max_hold.
+TEST(Lease, AnInnerHoldsMaxHoldEndsThatHoldAloneAndTheOuterKeepsTheLease) {
+  auto a = make_client();
+  auto b = make_client();
+  const auto name = unique_name("inner_max_hold");
+  std::atomic<int> outer_lost{0}, inner_lost{0};
+  auto outer = a.try_acquire(name, {.ttl = 1s, .on_lost = [&](const std::string&, std::int64_t) { ++outer_lost; }});
+  ASSERT_TRUE(outer);
+  const auto start = std::chrono::steady_clock::now();
+  auto inner = a.try_acquire(
+      name, {.ttl = 1s, .on_lost = [&](const std::string&, std::int64_t) { ++inner_lost; }, .max_hold = 300ms});
+  ASSERT_TRUE(inner);
+  EXPECT_EQ(inner->hold_count(), 2);
+  EXPECT_TRUE(eventually([&] { return inner_lost.load() == 1; }, 3s)) << "the inner hold was not told at its max_hold";
+  EXPECT_TRUE(inner->lost());
+  EXPECT_FALSE(inner->usable());
+  std::this_thread::sleep_until(start + 2200ms);  // well past the first TTL: only renewals keep the lease
+  EXPECT_EQ(outer_lost.load(), 0) << "the outer hold was ended by the inner hold's max_hold";
+  EXPECT_FALSE(outer->lost());
+  EXPECT_TRUE(outer->usable());
+  EXPECT_FALSE(b.try_acquire(name)) << "another client took the name while the outer hold held it";
+  inner->release();  // no statement: the outer hold keeps the lease
+  EXPECT_FALSE(b.try_acquire(name));
+  EXPECT_EQ(a.inspect(name)->hold_count, 1);
+  EXPECT_EQ(inner_lost.load(), 1);
+  outer->release();
+  EXPECT_TRUE(b.try_acquire(name));
+}
+
 TEST(Lease, ThreadsSharingAClientExcludeEachOther) {
   auto c = make_client();
   auto name = unique_name("threads");

@@ -211,6 +211,46 @@ TEST(LeaseBook, MaxHoldEndsRenewalsAndReportsLoss) {
   EXPECT_TRUE(book.due(t0 + 1200ms).items.empty());
 }
 
+// DESIGN, Safety: a reentrant hold never shortens the lease of the holds around it. An inner
+// hold's max_hold bounds that hold only: at it, the inner hold alone is told lost and stops asking
+// for renewals (the batch's TTL is the outer hold's again), while the acquisition stays live and
+// renewed for the outer hold; the inner hold's drop then sends nothing, the outer's the release.
+// The acquisition used to end at the earliest max_hold of its holds: the renewal before it was
+// cut to the inner hold's time left, and the outer hold was reported lost with it.
+TEST(LeaseBook, AnInnerHoldPastItsMaxHoldIsLostAloneAndTheOuterHoldKeepsTheLeaseRenewed) {
+  d::lease_book book;
+  int outer_lost = 0, inner_lost = 0;
+  auto oo = opts(3s);
+  oo.on_lost = [&](const std::string&, std::int64_t) { ++outer_lost; };
+  const auto t0 = steady::now();
+  auto outer = book.add({"n", "o", 1}, "h", 0, t0, oo, nullptr);
+  ASSERT_TRUE(outer);
+  auto io = opts(6s);
+  io.max_hold = 2s;
+  io.on_lost = [&](const std::string&, std::int64_t) { ++inner_lost; };
+  bool extend = false;
+  auto inner = book.reenter("n", 0, io, nullptr, t0, extend);
+  ASSERT_TRUE(inner);
+  auto batch = book.due(t0 + 1s);
+  ASSERT_EQ(batch.items.size(), 1u);
+  EXPECT_EQ(batch.items[0].ttl, 3s) << "the renewal is cut to the inner hold's time left";
+  book.renewed(batch, {0}, t0 + 1s, false, "");
+  book.expire(t0 + 2s);
+  EXPECT_EQ(inner_lost, 1) << "the inner hold was not told at its max_hold";
+  EXPECT_EQ(outer_lost, 0) << "the outer hold was ended by the inner hold's max_hold";
+  EXPECT_FALSE(outer->acq->lost.load());
+  EXPECT_TRUE(book.holds_live_in_scope("n", 0, t0 + 2s));
+  batch = book.due(t0 + 2500ms);
+  ASSERT_EQ(batch.items.size(), 1u) << "the outer hold's lease is no longer renewed";
+  EXPECT_EQ(batch.items[0].ttl, 3s);
+  book.renewed(batch, {0}, t0 + 2500ms, false, "");
+  book.expire(t0 + 5s);  // past the first renewal's TTL: kept by the second
+  EXPECT_EQ(outer_lost, 0);
+  EXPECT_EQ(inner_lost, 1) << "told once";
+  EXPECT_FALSE(book.drop(*inner)) << "the inner hold's drop released the lease";
+  EXPECT_TRUE(book.drop(*outer));
+}
+
 // max_hold is a loss point of its own: the deadline thread reports the lease lost there (expire()),
 // and the rule behind lease_guard::usable(), re-entry and the reader-writer checks must say so
 // already when that thread runs late (here: it never ran). usable() said true past max_hold until
@@ -1304,4 +1344,26 @@ TEST(EngineAttack, AFairLeaveSentAgainAfterTheSameClientReacquiredTheNameFreesNo
   std::lock_guard lk(db->mu);
   EXPECT_EQ(db->rows["n"].owner, again->acq->ref.owner);
   EXPECT_EQ(db->rows["n"].token, again->acq->ref.token) << "the lease was handed over (to itself) by the old leave";
+}
+
+// A waiter whose own client (another thread) holds the name asks the book, not the database
+// (lease_book::held_elsewhere_here), and sleeps up to the lease's end (here polls 10 s apart, the
+// lease 3 s). A holder reported lost at its max_hold (300 ms) leaves the book at once, and its
+// release wakes the waiter: it gets the name right after, not at the lease's end. (A holder that
+// does not release keeps the row in the database until its TTL: the waiter then waits for it.)
+TEST(Engine, AWaiterOfTheSameClientGetsTheNameRightAfterAHolderLostAtItsMaxHoldReleasesIt) {
+  engine_fixture f({.poll_max = 10s});
+  const auto t0 = steady::now();
+  std::thread holder([&] {
+    auto held = f.engine->acquire("n", {.ttl = 3s, .max_hold = 300ms}, 0ms, {}, false);
+    if (!held) return;
+    while (f.engine->usable(*held)) std::this_thread::sleep_for(1ms);
+    f.engine->release(*held);
+  });
+  while (!f.engine->inspect("n") && steady::now() < t0 + 2s) std::this_thread::sleep_for(1ms);
+  auto g = f.engine->acquire("n", {.ttl = 3s}, 5s, {}, true);
+  const auto got = steady::now() - t0;
+  holder.join();
+  EXPECT_GE(got, 300ms);
+  EXPECT_LT(got, 1500ms) << "the waiter slept to the lost holder's lease end";
 }

@@ -59,6 +59,11 @@ struct acquire_request {
   /// A fair waiter's acquire (lease_options::fair). MySQL: the wake-up lock beside the lease is
   /// worth a short wait when another client's waiter holds it for an instant (see mysql_backend).
   bool fair = false;
+  /// A single try (no wait): a row lock held by another transaction (the live holder's guarded
+  /// transaction, transaction::require_lease) is not waited for; the answer is "not acquired" at
+  /// once, with the row's holder when it reads one. Backends whose upsert waits for such a lock
+  /// honour it (MariaDB); the others never wait for a live holder's guard.
+  bool no_lock_wait = false;
 };
 
 /// What the acquire statement found.

@@ -304,6 +304,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     acquire_request req{name,  label_,   owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline),
                         fence, fence_lo, fence_hi};
     req.lane_deadline = lane_deadline_of(t0, req.deadline);
+    req.no_lock_wait = !waits;
     try {
       last = db_->acquire(req);
     } catch (const connection_lost& e) {
@@ -450,6 +451,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       const auto t0 = steady::now();
       acquire_request req{row, label_, owner, options.ttl, statement_deadline(t0, options.ttl, bounded, deadline)};
       req.lane_deadline = lane_deadline_of(t0, req.deadline);
+      req.no_lock_wait = !waits;
       acquire_outcome got;
       try {
         got = db_->acquire(req);

@@ -47,6 +47,8 @@ struct statement_set {
         acquire_result(statement_text("lease_acquire_result", table)),
         acquire_fenced(statement_text("lease_acquire_fenced", table)),
         acquire_fenced_plain(statement_text("lease_acquire_fenced_no_returning", table)),
+        acquire_no_lock_wait(no_lock_wait + acquire),
+        acquire_fenced_no_lock_wait(no_lock_wait + acquire_fenced),
         fence_advance(statement_text("fence_advance", table)),
         fence_advance_plain(statement_text("fence_advance_no_returning", table)),
         fence_read(statement_text("fence_read", table)),
@@ -82,7 +84,11 @@ struct statement_set {
         migrate_unlock(statement_text("migrate_unlock", table)),
         time_zone(statement_text("session_time_zone", table)),
         sync_wait(statement_text("session_sync_wait", table)) {}
-  std::string acquire, acquire_plain, acquire_result, acquire_fenced, acquire_fenced_plain, fence_advance,
+  /// MariaDB: a single try's upsert does not wait for a row lock (a live holder's guarded
+  /// transaction): 1205 at once instead (acquire_request::no_lock_wait).
+  static constexpr const char* no_lock_wait = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR ";
+  std::string acquire, acquire_plain, acquire_result, acquire_fenced, acquire_fenced_plain, acquire_no_lock_wait,
+      acquire_fenced_no_lock_wait, fence_advance,
       fence_advance_plain, fence_read, fence_floor, fence_lift, renew, renew_check, release, release_plain, force_release,
       inspect, writer_check, writer_check_nowait, readers_check, readers_check_nowait, list, live_range, semaphore_register, semaphore_permits, queue_enter, queue_state, queue_prune, queue_leave,
       queue_list, fair_release, wake_take, wake_take_wait, wake_release, schema_version, schema_record, lock_table_probe, migrate_lock,
@@ -496,13 +502,34 @@ class mysql_backend final : public backend {
 
   /// MariaDB: the upsert with its RETURNING (lease_acquire or lease_acquire_fenced), wake-up lock
   /// included. `params` are the upsert's own; the RETURNING's follow.
-  acquire_outcome upsert_returning(connection& c, const std::string& sql, std::vector<value> params,
-                                   const acquire_request& req) {
+  /// `sql_no_lock_wait`: the same upsert for a single try (acquire_request::no_lock_wait): a row
+  /// lock it meets (the live holder's guarded transaction) is "not acquired" at once, with the
+  /// row's holder read plainly, instead of a wait until the statement deadline closes the connection.
+  acquire_outcome upsert_returning(connection& c, const std::string& sql, const std::string& sql_no_lock_wait,
+                                   std::vector<value> params, const acquire_request& req) {
     const bool want = wants_wake_lock(req);
     params.insert(params.end(),
                   {req.owner, req.owner, static_cast<std::int64_t>(want ? 1 : 0), waker::key(scope_, req.name)});
     count_statement();
-    result_rows r = c.query(sql, params, "lease_acquire", true);
+    result_rows r;
+    try {
+      r = c.query(req.no_lock_wait ? sql_no_lock_wait : sql, params, "lease_acquire", true);
+    } catch (const lock_not_available&) {
+      if (!req.no_lock_wait) throw;
+      // Only the statement was rolled back: a plain read tells who holds the row (none live: a
+      // guarded transaction of an expired lease, or another acquire or release in flight).
+      acquire_outcome out;
+      count_statement();
+      result_rows row = c.query(sql_.inspect, {req.name}, "lease_inspect", true);
+      if (!row.empty()) {
+        const lock_info i = row_to_info(row[0]);
+        if (i.time_left.count() > 0) {
+          out.holder = i.holder;
+          out.time_left = i.time_left;
+        }
+      }
+      return out;
+    }
     if (r.empty() || r[0].size() < 5) {
       throw database_error("mysql lease_acquire: no row returned", std::string(backend_name), "", "lease_acquire");
     }
@@ -529,7 +556,7 @@ class mysql_backend final : public backend {
 
   /// MariaDB: one INSERT ... ON DUPLICATE KEY UPDATE ... RETURNING, wake-up lock included.
   acquire_outcome acquire_returning(connection& c, const acquire_request& req, std::int64_t us) {
-    return upsert_returning(c, sql_.acquire, {req.name, req.holder, req.owner, us}, req);
+    return upsert_returning(c, sql_.acquire, sql_.acquire_no_lock_wait, {req.name, req.holder, req.owner, us}, req);
   }
 
   /// MySQL 8 (no RETURNING): the upsert, then one read of the row (and the wake-up lock).
@@ -569,7 +596,8 @@ class mysql_backend final : public backend {
         }
       }
       const acquire_outcome out =
-          returning_ ? upsert_returning(c, sql_.acquire_fenced, {req.name, req.holder, req.owner, token, us}, req)
+          returning_ ? upsert_returning(c, sql_.acquire_fenced, sql_.acquire_fenced_no_lock_wait,
+                                        {req.name, req.holder, req.owner, token, us}, req)
                      : upsert_then_read(c, sql_.acquire_fenced_plain, {req.name, req.holder, req.owner, token, us}, req);
       c.run_simple(out.acquired ? "COMMIT" : "ROLLBACK", "lease_acquire");
       return out;

@@ -35,6 +35,39 @@ TEST(Fencing, AGuardedTransactionHoldsOffTakeoverUntilItEnds) {
   EXPECT_EQ(t.qty(1), 11);
 }
 
+// A single try beside a live lease whose holder is inside a guarded transaction is a plain "not
+// acquired", at once (DESIGN: a refusal is a result, not an error): it does not wait for the
+// guard's row lock until its statement deadline and then fail as a lost connection.
+TEST(Fencing, ATryBesideAGuardedTransactionOfALiveLeaseIsNotAcquiredAtOnce) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("guarded_try");
+  auto g = a.try_acquire(name, {.ttl = 10s});
+  ASSERT_TRUE(g);
+  {
+    auto tx = a.begin();
+    tx.require_lease(*g);
+    tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+    for (int i = 0; i < 3; ++i) {
+      const auto t0 = clock::now();
+      std::optional<sqllock::lease_guard> got;
+      try {
+        got = b.try_acquire(name, {.ttl = 5s});
+      } catch (const sqllock::error& e) {
+        ADD_FAILURE() << "a try beside a guarded transaction threw after " << ms_since(t0) << " ms: " << e.what();
+      }
+      EXPECT_FALSE(got) << "the try came in beside the guarded live lease";
+      EXPECT_LT(ms_since(t0), 1000) << "the try waited for the guarded transaction";
+    }
+    tx.commit();
+  }
+  EXPECT_FALSE(b.try_acquire(name)) << "the try came in beside the live lease";
+  g->release();
+  EXPECT_TRUE(b.try_acquire(name)) << "the released name was not free to a try";
+  EXPECT_EQ(t.qty(1), 11);
+}
+
 // A lease already gone (here: released by force and taken by B, while A's own clock still says
 // held): the guard throws lease_lost and the transaction writes nothing.
 TEST(Fencing, AGuardOnALeaseThatIsGoneRefusesTheTransaction) {

@@ -117,7 +117,7 @@ TEST(GuardedRelease, AHeldOffReleaseOutlivesItsClient) {
       tx->execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
       if (explicit_release) h->release();
     }  // the guard (its release held off) and the client are gone
-    // A plain read of the row (a try_acquire would wait for the guard's row lock on MariaDB).
+    // A plain read of the row: a live lease, whatever the answer of a try would be.
     const auto row = b.inspect(name);
     EXPECT_TRUE(row && row->time_left > 0ms) << "the name was freed while the guarded transaction was open";
     tx->commit();
@@ -149,7 +149,7 @@ TEST(GuardedRelease, ReenteredAndDowngradedHoldsReleasedInsideTheirGuardedTransa
     tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
     inner->release();
     outer->release();
-    // A plain read of the row (a try_acquire would wait for the guard's row lock on MariaDB).
+    // A plain read of the row: a live lease, whatever the answer of a try would be.
     const auto row = b.inspect(name);
     EXPECT_TRUE(row && row->time_left > 0ms) << "the name was freed while the guarded transaction was open";
     tx.commit();

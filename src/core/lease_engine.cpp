@@ -1043,15 +1043,17 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   // this caller's thread, which may be the one that is to commit. So the release waits in the
   // outbox, sent when the last guard ends (guard_ended() pokes the renewer), or given up once the
   // lease, no longer renewed, has expired.
-  if (a.guards.load() > 0) {
-    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000),
-                std::shared_ptr<const std::atomic<int>>(hold.acq, &a.guards));
+  // The release waits in the outbox (`held_off`: until this client's guards end) instead.
+  const auto hold_back = [&](std::shared_ptr<const std::atomic<int>> held_off, const char* why) {
+    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000), std::move(held_off));
     renewer_->poke();
     if (options_.log) {
       log_message(options_, log_level::debug,
-                  "release of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
-                      ") waits for the transaction guarding it to end");
+                  "release of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) + ") waits for " + why);
     }
+  };
+  if (a.guards.load() > 0) {
+    hold_back(std::shared_ptr<const std::atomic<int>>(hold.acq, &a.guards), "the transaction guarding it to end");
     return;
   }
   bool released = false;
@@ -1061,13 +1063,7 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
     // A transaction this client does not know of, or cannot see end, still locks the row (an
     // adopted connection's transaction guarding the lease): as a held-off release, the outbox
     // sends it again until that transaction has ended, and the caller's release is done.
-    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
-    renewer_->poke();
-    if (options_.log) {
-      log_message(options_, log_level::debug,
-                  "release of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
-                      ") waits for a transaction locking its row to end");
-    }
+    hold_back(nullptr, "a transaction locking its row to end");
     return;
   } catch (const error& e) {
     // Not applied, or not known to be (no answer, busy past its bound, rolled back): the outbox

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/fifo_mutex.hpp"
+#include "core/rw_name.hpp"
 #include "core/url.hpp"
 #include "postgresql/postgresql_connection.hpp"
 #include "postgresql/postgresql_waker.hpp"
@@ -313,8 +314,11 @@ class postgresql_backend final : public backend {
 
   release_outcome release(const release_request& req, lane on) override {
     if (req.hand_over) return fair_release(req, on);
+    // $6: the guard check (lease_release.sql) only for a reader-writer's reader or writer row.
+    const auto rw = rw_row_of(req.lease.name);
+    const bool check_guard = rw && rw->second != rw_row::fence;
     text_params params{req.lease.name, req.lease.owner, std::to_string(req.lease.token),
-                       std::to_string(req.min_hold.count()), std::nullopt};
+                       std::to_string(req.min_hold.count()), std::nullopt, std::string(check_guard ? "true" : "false")};
     // The channel to notify when the row is freed; NULL sends no notification.
     if (options_.notifications) params[4] = channel_for(table_, req.lease.name);
     {

@@ -38,6 +38,7 @@
 #include "supervisor.hpp"
 #include "sqllock/client.hpp"
 #include "sqllock/error.hpp"
+#include "sqllock/events.hpp"
 #include "sqllock/multi_lock.hpp"
 #include "sqllock/parse.hpp"
 
@@ -54,6 +55,7 @@ constexpr int forwarded_signals[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 constexpr unsigned char lease_lost_byte = 0xFF;
 constexpr unsigned char stop_watcher_byte = 0xFE;
 constexpr unsigned char at_risk_byte = 0xFD;
+constexpr unsigned char renewed_byte = 0xFC;
 
 /// Write end of the self-pipe; the signal handlers and the on_lost callback write one byte each.
 std::atomic<int> wake_write_fd{-1};
@@ -345,6 +347,14 @@ int run_run(const common_options& common, const run_options& run_flags) {
   try {
     auto client_options = make_client_options(common);
     client_options.scope = sqllock::holder_scope::per_client;
+    client_options.on_event = [](const sqllock::lease_event& e) {
+      // A renewal wakes the main loop, which tells the supervisor the lease's new end at once: the
+      // supervisor stops CMD by itself term_lead + kill_margin (a third of the TTL) before the end
+      // it last learnt, so an end learnt only at the next periodic publish (TTL/6 later, or later
+      // still on a loaded machine) left a healthy lease's CMD stopped. From the library's notice
+      // thread: no writing to a possibly stalled stderr here.
+      if (e.kind == sqllock::event_kind::renewed) wake(renewed_byte);
+    };
     if (options.holder) client_options.holder_id = *options.holder;
     sqllock::client client = sqllock::connect(url, client_options);
 
@@ -643,6 +653,17 @@ int run_run(const common_options& common, const run_options& run_flags) {
       ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)
     }
 
+    if (stopped_for == stop_reason::none && command_stopped) {
+      // A stop reached CMD, yet run asked for none: the supervisor's own deadline (a third of the
+      // TTL before the lease's end as run last told it) came first, while run was stalled or had
+      // not yet told it of a renewal. CMD's exit code is then the stop's, not CMD's own: the
+      // outcome is run's own stop at that deadline, --max-hold or not renewed in time.
+      stopped_for = steady::now() >= hold_end ? stop_reason::max_hold : stop_reason::not_renewed;
+      if (stopped_for == stop_reason::not_renewed) {
+        print_error("lease on " + shown + " (fence " + guard->fences(options.names) +
+                    ") was not renewed in time by the command's deadline: the command was stopped");
+      }
+    }
     if (stopped_for == stop_reason::max_hold && command_stopped) {
       // Still ours (unless lost since): release it now that nothing CMD started is left.
       try {
@@ -655,13 +676,18 @@ int run_run(const common_options& common, const run_options& run_flags) {
       return exit_code::lease_lost;
     }
     if (lost.load() || guard->lost() || stopped_for == stop_reason::lost || stopped_for == stop_reason::not_renewed) {
+      // Not renewed in time and not (yet) found lost: the release may still find it ours.
+      bool released = false;
+      const bool found_lost = lost.load() || guard->lost() || stopped_for == stop_reason::lost;
       try {
         guard->release();
+        released = !found_lost && !guard->lost();
       } catch (const sqllock::error&) {
         // Expected: the owner check refuses a lost lease.
       }
-      print_error("lease on " + shown + " was lost while the command ran (exit " +
-                  std::to_string(exit_code::lease_lost) + ")");
+      print_error("lease on " + shown +
+                  (released ? " was released after the command was stopped for it" : " was lost while the command ran") +
+                  " (exit " + std::to_string(exit_code::lease_lost) + ")");
       return exit_code::lease_lost;
     }
     const int cmd_code = wait_failed ? exit_code::software : exit_code_of(*status);

@@ -811,6 +811,34 @@ TEST_F(PostgreSQL, AWriteHoldGuardingAnAdoptedTransactionKeepsReadersOutUntilThe
   EXPECT_TRUE(b.try_acquire_read_for(name, 5s)) << "the write hold was not freed once the application committed";
 }
 
+// A reader-writer release that meets a brief row lock that is no guard (another reader's or a
+// writer's check locks live rows FOR UPDATE, rw_readers_check.sql and rw_writer_check.sql) waits
+// for it like any UPDATE and frees the row: only a transaction guarding the lease (require_lease)
+// holds a release back. Before, any lock on the row sent the release to the outbox for 50 ms and
+// more, so a writer found the reader still in.
+TEST_F(PostgreSQL, AReaderReleaseWaitsOutABriefRowLockThatIsNoGuard) {
+  sqllock::client_options o;
+  o.holder_id = unique("pg_rw_brief");
+  auto a = client(o);
+  auto b = client();
+  const std::string name = unique("pg_rw_brief_lock");
+  auto r = a.try_acquire_read(name, {.ttl = 10s});
+  ASSERT_TRUE(r);
+  pg_handle check(admin_url());
+  ASSERT_TRUE(check.ok());
+  check.run("BEGIN");
+  // As a writer's check of the readers does, briefly.
+  ASSERT_EQ(check.run("SELECT holder_id FROM sqllock_locks WHERE holder_id = '" + o.holder_id + "' FOR UPDATE"), o.holder_id);
+  std::thread ends([&] {
+    std::this_thread::sleep_for(300ms);
+    check.run("COMMIT");
+  });
+  r->release();
+  auto w = b.try_acquire_write(name);
+  ends.join();
+  EXPECT_TRUE(w) << "the reader's release was held back behind a brief row lock that was no guard";
+}
+
 // ---- URLs, errors ----
 
 TEST_F(PostgreSQL, BadUrlsAndCredentialsNeverEchoThePassword) {

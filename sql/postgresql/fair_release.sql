@@ -10,20 +10,21 @@
 -- A transaction guarding the lease (lease_guard.sql's FOR KEY SHARE) holds the hand-over off: the
 -- hand-over is a plain UPDATE, which that lock does not stop, and the grantee's acquire then finds
 -- its own live lease and takes no FOR UPDATE either, so the next holder could write before the
--- guarded transaction commits. The row is locked FOR UPDATE SKIP LOCKED first: when a guard (or
--- anyone) holds it, the row is freed as by lease_release.sql instead, and the next acquire's
--- takeover waits for the guard (lease_acquire.sql); the ticket keeps its place in the queue.
+-- guarded transaction commits. So the statement first tries the guard's mark exclusively (the
+-- shared transaction-scoped advisory lock lease_guard.sql takes, part_guard_key.sql): when a guard
+-- holds it, the row is freed as by lease_release.sql instead, and the next acquire's takeover waits
+-- for the guard (lease_acquire.sql); the ticket keeps its place in the queue. A brief row lock of
+-- another statement (a waiter's poll meeting the row) is waited out as by any UPDATE: an earlier
+-- FOR UPDATE SKIP LOCKED check took it for a guard and freed the row instead of handing it over.
 -- Durable like lease_acquire.
 -- Columns: released, next_owner, notified (null).
 WITH {{part:epoch}}, {{part:durable}}, t AS (
   SELECT clock_timestamp() AS now
 ), unguarded AS (
-  SELECT 1 FROM {{locks}}
-  WHERE name = $1 AND owner = $2 AND ($3::bigint = 0 OR token = $3::bigint) AND holder_id IS NOT NULL
-  FOR UPDATE SKIP LOCKED
+  SELECT pg_try_advisory_xact_lock({{part:guard_key}}) AS ok  -- volatile, so evaluated once
 ), nxt AS (
   SELECT q.owner, q.holder_id, q.ttl_ms FROM {{locks_queue}} AS q CROSS JOIN t
-  WHERE q.name = $1 AND q.owner <> $2 AND q.expires_at > t.now AND EXISTS (SELECT 1 FROM unguarded)
+  WHERE q.name = $1 AND q.owner <> $2 AND q.expires_at > t.now AND (SELECT ok FROM unguarded)
   ORDER BY q.seq
   LIMIT 1
 ), u AS (

@@ -8,24 +8,27 @@
 -- statement; but a lease acquired less than min_hold ago is kept until acquired_at + min_hold
 -- (ShedLock's lockAtLeastFor) and nobody is notified. Durable like lease_acquire: a release lost
 -- in a crash would leave the lease held by an owner that will never release it.
--- A row locked by an open transaction (a guard's FOR KEY SHARE, lease_guard.sql) is not freed: the
--- release's plain UPDATE would pass that lock, and a reader-writer check does not look at a freed
--- row, so the other side could come in before the guarded transaction commits. The client holds
--- its own releases back while it knows of such a transaction (transaction::require_lease); this
--- covers the ones it cannot see end (an adopted connection's transaction, a COMMIT whose answer
--- was lost). The row is locked FOR UPDATE SKIP LOCKED first, as fair_release.sql does; when
--- anything holds it, nothing changes and one row answers guarded = true (the client sends the
--- release again shortly). Only for reader-writer rows ($6): a lock or permit row freed past a guard
--- is safe (the next acquire's takeover locks a free row FOR UPDATE, which waits for the guard), and
--- there the check would hold a release back behind any brief lock (waiters' upserts meeting the
--- row after a hand-off: 8 contending processes fell from ~240 to 24 acquisitions/s).
+-- A lease guarded by an open transaction (lease_guard.sql: FOR KEY SHARE on the row and a shared
+-- transaction-scoped advisory lock on the row's name) is not freed when the row is a reader-writer
+-- row ($6): the release's plain UPDATE would pass FOR KEY SHARE, and a reader-writer check does not
+-- look at a freed row, so the other side could come in before the guarded transaction commits. The
+-- client holds its own releases back while it knows of such a transaction
+-- (transaction::require_lease); this covers the ones it cannot see end (an adopted connection's
+-- transaction, a COMMIT whose answer was lost). The statement tries the advisory lock exclusively
+-- (pg_try_advisory_xact_lock, held to the end of this statement's transaction); when a guard holds
+-- it, nothing changes and one row answers guarded = true (the client sends the release again
+-- shortly). The mark is the guard's own: a brief row lock of another statement (a reader-writer
+-- check's FOR UPDATE, a waiter's upsert) is waited out as by any UPDATE, not taken for a guard (an
+-- earlier FOR UPDATE SKIP LOCKED check did, and held such releases back 50 ms and more). A hash
+-- collision of two names only holds a release back while the other's guard lasts. Lock and permit
+-- rows need no check: a row freed past a guard is taken only by a takeover that locks it
+-- FOR UPDATE, which waits for the guard (lease_acquire.sql).
 -- Columns: freed (false: kept until min_hold), notified (null), guarded.
 WITH {{part:durable}}, t AS (
   SELECT clock_timestamp() AS now, $4::bigint * interval '1 millisecond' AS min_hold
 ), unguarded AS (
-  SELECT 1 FROM {{locks}}
-  WHERE $6::boolean AND name = $1 AND owner = $2 AND ($3::bigint = 0 OR token = $3::bigint) AND holder_id IS NOT NULL
-  FOR UPDATE SKIP LOCKED
+  -- Volatile, so evaluated once; CASE, so the advisory lock is tried only for $6.
+  SELECT CASE WHEN $6::boolean THEN pg_try_advisory_xact_lock({{part:guard_key}}) ELSE true END AS ok
 ), u AS (
   UPDATE {{locks}} AS l
   SET holder_id = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.holder_id END,
@@ -34,7 +37,7 @@ WITH {{part:durable}}, t AS (
       expires_at = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.acquired_at + t.min_hold ELSE t.now END
   FROM t CROSS JOIN durable
   WHERE l.name = $1 AND l.owner = $2 AND ($3::bigint = 0 OR l.token = $3::bigint) AND l.holder_id IS NOT NULL
-    AND (NOT $6::boolean OR EXISTS (SELECT 1 FROM unguarded))
+    AND (SELECT ok FROM unguarded)
   RETURNING l.name, l.holder_id
 )
 SELECT u.holder_id IS NULL AS freed,
@@ -45,4 +48,4 @@ UNION ALL
 SELECT false, NULL::text, true
 FROM {{locks}}
 WHERE $6::boolean AND name = $1 AND owner = $2 AND ($3::bigint = 0 OR token = $3::bigint) AND holder_id IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM unguarded)
+  AND NOT (SELECT ok FROM unguarded)

@@ -811,6 +811,71 @@ TEST_F(PostgreSQL, AWriteHoldGuardingAnAdoptedTransactionKeepsReadersOutUntilThe
   EXPECT_TRUE(b.try_acquire_read_for(name, 5s)) << "the write hold was not freed once the application committed";
 }
 
+// The same for a fair lock: its release hands the row to the next ticket in one plain UPDATE, and
+// the grantee's acquire then finds its own live lease, so nothing would wait for the application's
+// transaction. The release must see the guard of the adopted connection (the client's own guard
+// mark ended with the handle) and free the row instead, for a takeover that waits.
+TEST_F(PostgreSQL, AFairHoldGuardingAnAdoptedTransactionIsNotHandedOverUntilTheApplicationCommits) {
+  const std::string t = make_table(1);
+  auto a = client();
+  auto b = client();
+  const std::string name = unique("pg_adopt_fair");
+  auto g = a.try_acquire(name, {.ttl = 10s, .fair = true});
+  ASSERT_TRUE(g);
+  std::atomic<bool> entered{false};
+  std::jthread taker([&] {
+    auto h = b.acquire_for(name, 20s, {.ttl = 10s, .fair = true});
+    entered = true;
+  });
+  const auto until = steady::now() + 10s;
+  while (a.list_queue().empty() && steady::now() < until) std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(a.list_queue().size(), 1u) << "b took no ticket";
+  pg_handle app(url());
+  ASSERT_TRUE(app.ok());
+  app.run("BEGIN");
+  {
+    auto tx = sqllock::adopt(app.c);
+    tx.require_lease(*g);
+    tx.execute("UPDATE " + t + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+    tx.commit();  // ends the handle; the application's transaction is still open
+  }
+  ASSERT_EQ(PQtransactionStatus(app.c), PQTRANS_INTRANS);
+  g->release();
+  std::this_thread::sleep_for(400ms);
+  EXPECT_FALSE(entered.load()) << "the fair lock was handed on while the application's guarded transaction was open";
+  app.run("COMMIT");
+  taker.join();
+  EXPECT_TRUE(entered.load());
+}
+
+// A reader-writer release that meets a brief row lock that is no guard (another reader's or a
+// writer's check locks live rows FOR UPDATE, rw_readers_check.sql and rw_writer_check.sql) waits
+// for it like any UPDATE and frees the row: only a transaction guarding the lease (require_lease)
+// holds a release back. Before, any lock on the row sent the release to the outbox for 50 ms and
+// more, so a writer found the reader still in.
+TEST_F(PostgreSQL, AReaderReleaseWaitsOutABriefRowLockThatIsNoGuard) {
+  sqllock::client_options o;
+  o.holder_id = unique("pg_rw_brief");
+  auto a = client(o);
+  auto b = client();
+  const std::string name = unique("pg_rw_brief_lock");
+  auto r = a.try_acquire_read(name, {.ttl = 10s});
+  ASSERT_TRUE(r);
+  pg_handle check(admin_url());
+  ASSERT_TRUE(check.ok());
+  check.run("BEGIN");
+  // As a writer's check of the readers does, briefly.
+  ASSERT_EQ(check.run("SELECT holder_id FROM sqllock_locks WHERE holder_id = '" + o.holder_id + "' FOR UPDATE"), o.holder_id);
+  std::thread ends([&] {
+    std::this_thread::sleep_for(300ms);
+    check.run("COMMIT");
+  });
+  r->release();
+  auto w = b.try_acquire_write(name);
+  ends.join();
+  EXPECT_TRUE(w) << "the reader's release was held back behind a brief row lock that was no guard";
+}
+
 // ---- URLs, errors ----
 
 TEST_F(PostgreSQL, BadUrlsAndCredentialsNeverEchoThePassword) {

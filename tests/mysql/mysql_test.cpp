@@ -308,6 +308,49 @@ TEST(MysqlRowLock, ADeadlockIsRetryableAndRollsTheVictimBack) {
   EXPECT_EQ(codes_ok.load(), 1);
 }
 
+// A bounded lock_rows runs as SET STATEMENT max_statement_time = n FOR ... WAIT n: the statement's
+// bound running out (1969) is "not available", but an administrator's KILL QUERY (1317) is a
+// cancellation, and the caller is told so (query_canceled), not that the rows were busy.
+TEST(MysqlRowLock, ABoundedLockRowsEndedByKillQueryIsQueryCanceledNotNotAvailable) {
+  auto c = make_client();
+  user_table t(1);
+  auto holder = c.begin();
+  ASSERT_TRUE(holder.lock_rows(lock_request(t, {1})).acquired());
+  auto tx = c.begin();
+  const std::string id = std::to_string(tx.query("SELECT CONNECTION_ID()")[0].as_int(0));
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    auto admin = admin_connection();
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < until) {
+      // The connection runs lock_rows (the row is the holder's, so it waits). Not INNODB_TRX: its
+      // cache is refreshed only after 100 ms without a read, so polling it would keep it stale.
+      if (scalar(*admin, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " + id +
+                             " AND INFO LIKE '%FOR UPDATE%'") == 1) {
+        run(*admin, "KILL QUERY " + id);
+        killed = true;
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  auto req = lock_request(t, {1});
+  req.timeout = 10000ms;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    const auto r = tx.lock_rows(req);
+    ADD_FAILURE() << "a bounded lock_rows ended by KILL QUERY came back "
+                  << (r.acquired() ? "acquired" : "not_available") << " after " << ms_since(start) << " ms";
+  } catch (const sqllock::query_canceled& e) {
+    EXPECT_EQ(e.code(), "1317");
+    EXPECT_EQ(e.statement(), "lock_rows");
+  }
+  killer.join();
+  EXPECT_TRUE(killed.load());
+  EXPECT_LT(ms_since(start), 8000);
+  holder.rollback();
+}
+
 // ---- a fair release whose ticket DELETE is a deadlock victim ---------------------------------
 
 // CI's quick benchmark (scenario 3: 8 processes on one fair lock) died with "lease ... (token 13)

@@ -351,6 +351,47 @@ TEST(MysqlRowLock, ABoundedLockRowsEndedByKillQueryIsQueryCanceledNotNotAvailabl
   holder.rollback();
 }
 
+// InnoDB keeps the row locks a statement took until the transaction ends, even when it rolls that
+// statement back: a "not available" answer leaves the requested rows the statement had already
+// locked (here row 1, before it met row 2) locked by the caller's transaction until it ends
+// (documented on row_lock_request). PostgreSQL releases them (PostgreSQL.ANotAvailableLockRows...).
+TEST(MysqlRowLock, RowsLockedBeforeTheUnavailableOneStayLockedUntilTheTransactionEnds) {
+  auto c = make_client();
+  user_table t(2);
+  auto holder = c.begin();
+  ASSERT_TRUE(holder.lock_rows(lock_request(t, {2})).acquired());
+  auto nowait = lock_request(t, {1, 2}, sqllock::lock_wait::nowait);
+  auto bounded = lock_request(t, {1, 2});
+  bounded.timeout = 1000ms;
+  for (const auto& req : {nowait, bounded}) {
+    const char* what = req.timeout ? "bounded" : "nowait";
+    auto tx = c.begin();
+    ASSERT_FALSE(tx.lock_rows(req).acquired()) << what;
+    auto third = c.begin();
+    EXPECT_FALSE(third.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired())
+        << what << ": row 1 was free after a not_available answer";
+    EXPECT_EQ(tx.query("SELECT COUNT(*) FROM " + t.name())[0].as_int(0), 2) << what;  // still usable
+    tx.rollback();
+    EXPECT_TRUE(third.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired()) << what;
+    third.rollback();
+  }
+  holder.rollback();
+
+  // Nor would a savepoint around the statement (PostgreSQL's way) release them: InnoDB keeps row
+  // locks past ROLLBACK TO SAVEPOINT as well (in a transaction already under way: a savepoint set
+  // before InnoDB started the transaction rolls all of it back).
+  auto app = raw_connection(url(), false);
+  EXPECT_EQ(scalar(*app, "SELECT id FROM " + t.name() + " WHERE id = 2 FOR UPDATE"), 2);
+  run(*app, "SAVEPOINT s");
+  EXPECT_EQ(scalar(*app, "SELECT id FROM " + t.name() + " WHERE id = 1 FOR UPDATE"), 1);
+  run(*app, "ROLLBACK TO SAVEPOINT s");
+  auto other = c.begin();
+  EXPECT_FALSE(other.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired())
+      << "ROLLBACK TO SAVEPOINT released an InnoDB row lock";
+  app->rollback();
+  EXPECT_TRUE(other.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired());
+}
+
 // ---- a fair release whose ticket DELETE is a deadlock victim ---------------------------------
 
 // CI's quick benchmark (scenario 3: 8 processes on one fair lock) died with "lease ... (token 13)

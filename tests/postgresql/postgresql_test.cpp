@@ -703,6 +703,32 @@ TEST_F(PostgreSQL, ABoundedLockRowsCancelledByAnAdministratorIsQueryCanceledNotN
   holder.rollback();
 }
 
+// A "not available" answer rolls back to the savepoint taken before the statement, which releases
+// the row locks the statement had taken before it met the unavailable row (here row 1, before row
+// 2). InnoDB keeps them (MysqlRowLock.RowsLockedBeforeTheUnavailableOneStayLocked...).
+TEST_F(PostgreSQL, ANotAvailableLockRowsLeavesNoneOfItsRowsLocked) {
+  auto c = client();
+  const std::string t = make_table(2);
+  auto holder = c.begin();
+  ASSERT_TRUE(holder.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{2}}}).acquired());
+  const sqllock::row_lock_request both_nowait{
+      .table = t, .key_column = "id", .keys = {std::int64_t{1}, std::int64_t{2}}, .mode = sqllock::lock_wait::nowait};
+  const sqllock::row_lock_request both_bounded{
+      .table = t, .key_column = "id", .keys = {std::int64_t{1}, std::int64_t{2}}, .timeout = 300ms};
+  const sqllock::row_lock_request one{
+      .table = t, .key_column = "id", .keys = {std::int64_t{1}}, .mode = sqllock::lock_wait::nowait};
+  for (const auto& req : {both_nowait, both_bounded}) {
+    const char* what = req.timeout ? "bounded" : "nowait";
+    auto tx = c.begin();
+    ASSERT_FALSE(tx.lock_rows(req).acquired()) << what;
+    auto third = c.begin();
+    EXPECT_TRUE(third.lock_rows(one).acquired()) << what << ": row 1 stayed locked after a not_available answer";
+    third.rollback();
+    tx.rollback();
+  }
+  holder.rollback();
+}
+
 TEST_F(PostgreSQL, DeadlockIsMappedToRetryableDeadlockDetected) {
   auto c = client();
   const std::string t = make_table(2);

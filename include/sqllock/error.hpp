@@ -138,7 +138,8 @@ class SQLLOCK_EXPORT lock_not_available : public error {
   using error::error;
 };
 
-/// A statement was cancelled by the server (PostgreSQL 57014, statement timeout).
+/// A statement was cancelled by the server: PostgreSQL 57014 (statement timeout, or a cancel request
+/// such as pg_cancel_backend), MySQL 1317 (KILL QUERY), 1969/3024 (a statement time limit).
 class SQLLOCK_EXPORT query_canceled : public error {
  public:
   using error::error;

@@ -72,6 +72,14 @@ enum class lock_strength { update, no_key_update };
 /// lock every scanned row); the request is refused with invalid_argument before any lock is taken.
 /// On SQLite the whole database is write-locked by `BEGIN IMMEDIATE` when the transaction starts;
 /// the call then only reads the rows, and `nowait`/`timeout` apply to that begin.
+///
+/// A `not_available` answer on MySQL/MariaDB may leave some of the requested rows locked: those the
+/// statement locked before it met the unavailable one (in key order) stay locked by this
+/// transaction until it commits or rolls back, since InnoDB keeps the row locks of a statement it
+/// rolled back (it keeps them after `ROLLBACK TO SAVEPOINT` too). Others wanting those rows wait
+/// for this transaction; end it soon after a refusal if that matters. PostgreSQL runs the
+/// statement in a savepoint and rolls back to it, which releases them: nothing requested stays
+/// locked.
 struct SQLLOCK_EXPORT row_lock_request {
   std::string table;  ///< validated identifier, optionally schema.table
   std::string key_column;  ///< the column the keys select
@@ -156,7 +164,8 @@ class SQLLOCK_EXPORT transaction {
   /// Optimistic compare-and-swap; see cas_request.
   cas_result cas(const cas_request& request);
   /// Pessimistic row lock; see row_lock_request. A lock that is not available is a result, and
-  /// the transaction stays usable.
+  /// the transaction stays usable (on MySQL/MariaDB with some of the requested rows possibly still
+  /// locked by it: see row_lock_request).
   row_lock_result lock_rows(const row_lock_request& request);
 
   /// Guard this transaction with a lease: check, on the database's clock, that `lease` (of a client

@@ -233,7 +233,7 @@ class mysql_session final : public session {
       // MySQL has no FOR NO KEY UPDATE: both strengths are FOR UPDATE.
       sql += ") ORDER BY " + key + " FOR UPDATE";
       int restore_timeout = -1;
-      bool statement_bound = false;  // max_statement_time ends the statement (query_canceled)
+      bool statement_bound = false;  // max_statement_time ends the statement (1969, query_canceled)
       switch (request.mode) {
         case lock_wait::nowait:
           sql += " NOWAIT";
@@ -266,8 +266,10 @@ class mysql_session final : public session {
         try {
           result.rows = conn_->query(sql, request.keys, "lock_rows");
         } catch (const query_canceled& e) {
-          if (!statement_bound) throw;
-          // The statement's bound ran out (1969): InnoDB rolled back only this statement.
+          // Only the statement's bound running out (1969, ER_STATEMENT_TIMEOUT) means the rows were
+          // not available in time; a KILL QUERY (1317) is a cancellation and stays one.
+          if (!statement_bound || e.code() != "1969") throw;
+          // InnoDB rolled back only this statement.
           throw lock_not_available(e.what(), std::string(backend_name), e.code(), "lock_rows");
         }
         result.outcome = row_lock_result::status::acquired;

@@ -1,5 +1,6 @@
 // PostgreSQL transactions: statements with `?` parameters, CAS and row locks, owned or adopted.
 #include <charconv>
+#include <chrono>
 #include <string>
 #include <utility>
 
@@ -266,6 +267,7 @@ class pg_session final : public session {
       out.rows.clear();
       return out;
     };
+    const auto sent = std::chrono::steady_clock::now();
     try {
       auto r = exec_params(conn_, sql, {array_literal(keys)}, "lock_rows");
       out.outcome = row_lock_result::status::acquired;
@@ -273,7 +275,12 @@ class pg_session final : public session {
     } catch (const lock_not_available&) {
       return not_available();
     } catch (const query_canceled&) {
-      if (!bounded) throw;
+      // 57014 is statement_timeout and also a cancel request (pg_cancel_backend, an administrator's);
+      // only the message, localized, tells them apart. The server starts the statement's timer after
+      // `sent` and it never fires early, so a 57014 before the bound has passed on this clock is a
+      // cancel: it stays query_canceled. (A cancel arriving in the last instant, once the bound has
+      // passed here but before the server's timer fired, is taken for the bound running out.)
+      if (!bounded || std::chrono::steady_clock::now() - sent < *request.timeout) throw;
       return not_available();  // the statement's bound ran out
     }
     if (in_tx) exec_simple(conn_, "RELEASE SAVEPOINT sqllock_lock_rows", "lock_rows");

@@ -308,6 +308,90 @@ TEST(MysqlRowLock, ADeadlockIsRetryableAndRollsTheVictimBack) {
   EXPECT_EQ(codes_ok.load(), 1);
 }
 
+// A bounded lock_rows runs as SET STATEMENT max_statement_time = n FOR ... WAIT n: the statement's
+// bound running out (1969) is "not available", but an administrator's KILL QUERY (1317) is a
+// cancellation, and the caller is told so (query_canceled), not that the rows were busy.
+TEST(MysqlRowLock, ABoundedLockRowsEndedByKillQueryIsQueryCanceledNotNotAvailable) {
+  auto c = make_client();
+  user_table t(1);
+  auto holder = c.begin();
+  ASSERT_TRUE(holder.lock_rows(lock_request(t, {1})).acquired());
+  auto tx = c.begin();
+  const std::string id = std::to_string(tx.query("SELECT CONNECTION_ID()")[0].as_int(0));
+  std::atomic<bool> killed{false};
+  std::thread killer([&] {
+    auto admin = admin_connection();
+    const auto until = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < until) {
+      // The connection runs lock_rows (the row is the holder's, so it waits). Not INNODB_TRX: its
+      // cache is refreshed only after 100 ms without a read, so polling it would keep it stale.
+      if (scalar(*admin, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " + id +
+                             " AND INFO LIKE '%FOR UPDATE%'") == 1) {
+        run(*admin, "KILL QUERY " + id);
+        killed = true;
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  auto req = lock_request(t, {1});
+  req.timeout = 10000ms;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    const auto r = tx.lock_rows(req);
+    ADD_FAILURE() << "a bounded lock_rows ended by KILL QUERY came back "
+                  << (r.acquired() ? "acquired" : "not_available") << " after " << ms_since(start) << " ms";
+  } catch (const sqllock::query_canceled& e) {
+    EXPECT_EQ(e.code(), "1317");
+    EXPECT_EQ(e.statement(), "lock_rows");
+  }
+  killer.join();
+  EXPECT_TRUE(killed.load());
+  EXPECT_LT(ms_since(start), 8000);
+  holder.rollback();
+}
+
+// InnoDB keeps the row locks a statement took until the transaction ends, even when it rolls that
+// statement back: a "not available" answer leaves the requested rows the statement had already
+// locked (here row 1, before it met row 2) locked by the caller's transaction until it ends
+// (documented on row_lock_request). PostgreSQL releases them (PostgreSQL.ANotAvailableLockRows...).
+TEST(MysqlRowLock, RowsLockedBeforeTheUnavailableOneStayLockedUntilTheTransactionEnds) {
+  auto c = make_client();
+  user_table t(2);
+  auto holder = c.begin();
+  ASSERT_TRUE(holder.lock_rows(lock_request(t, {2})).acquired());
+  auto nowait = lock_request(t, {1, 2}, sqllock::lock_wait::nowait);
+  auto bounded = lock_request(t, {1, 2});
+  bounded.timeout = 1000ms;
+  for (const auto& req : {nowait, bounded}) {
+    const char* what = req.timeout ? "bounded" : "nowait";
+    auto tx = c.begin();
+    ASSERT_FALSE(tx.lock_rows(req).acquired()) << what;
+    auto third = c.begin();
+    EXPECT_FALSE(third.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired())
+        << what << ": row 1 was free after a not_available answer";
+    EXPECT_EQ(tx.query("SELECT COUNT(*) FROM " + t.name())[0].as_int(0), 2) << what;  // still usable
+    tx.rollback();
+    EXPECT_TRUE(third.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired()) << what;
+    third.rollback();
+  }
+  holder.rollback();
+
+  // Nor would a savepoint around the statement (PostgreSQL's way) release them: InnoDB keeps row
+  // locks past ROLLBACK TO SAVEPOINT as well (in a transaction already under way: a savepoint set
+  // before InnoDB started the transaction rolls all of it back).
+  auto app = raw_connection(url(), false);
+  EXPECT_EQ(scalar(*app, "SELECT id FROM " + t.name() + " WHERE id = 2 FOR UPDATE"), 2);
+  run(*app, "SAVEPOINT s");
+  EXPECT_EQ(scalar(*app, "SELECT id FROM " + t.name() + " WHERE id = 1 FOR UPDATE"), 1);
+  run(*app, "ROLLBACK TO SAVEPOINT s");
+  auto other = c.begin();
+  EXPECT_FALSE(other.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired())
+      << "ROLLBACK TO SAVEPOINT released an InnoDB row lock";
+  app->rollback();
+  EXPECT_TRUE(other.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired());
+}
+
 // ---- a fair release whose ticket DELETE is a deadlock victim ---------------------------------
 
 // CI's quick benchmark (scenario 3: 8 processes on one fair lock) died with "lease ... (token 13)

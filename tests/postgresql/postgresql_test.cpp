@@ -664,6 +664,71 @@ TEST_F(PostgreSQL, RowLocksNowaitSkipLockedAndTimeoutAreTypedResults) {
   check.commit();
 }
 
+// statement_timeout (a bounded lock_rows' whole-statement bound) and a cancel request
+// (pg_cancel_backend by an administrator) both end the statement with 57014: only the first is
+// "not available"; the second is a cancellation, and the caller is told so (query_canceled).
+TEST_F(PostgreSQL, ABoundedLockRowsCancelledByAnAdministratorIsQueryCanceledNotNotAvailable) {
+  auto c = client();
+  const std::string t = make_table(1);
+  auto holder = c.begin();
+  ASSERT_TRUE(holder.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{1}}}).acquired());
+  auto tx = c.begin();
+  const std::string pid = tx.query("SELECT pg_backend_pid()").at(0).as_text(0);
+  std::atomic<bool> cancelled{false};
+  std::thread canceller([&] {
+    pg_handle admin(admin_url());
+    const auto until = steady::now() + 5s;
+    while (steady::now() < until) {
+      if (admin.run("SELECT count(*) FROM pg_stat_activity WHERE pid = " + pid + " AND wait_event_type = 'Lock'") ==
+          "1") {
+        cancelled = admin.run("SELECT pg_cancel_backend(" + pid + ")") == "t";
+        return;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+  });
+  const auto start = steady::now();
+  try {
+    const auto r = tx.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{1}}, .timeout = 10s});
+    ADD_FAILURE() << "a bounded lock_rows cancelled by pg_cancel_backend came back "
+                  << (r.acquired() ? "acquired" : "not_available") << " after "
+                  << std::chrono::duration_cast<milliseconds>(steady::now() - start).count() << " ms";
+  } catch (const sqllock::query_canceled& e) {
+    EXPECT_EQ(e.code(), "57014");
+    EXPECT_EQ(e.statement(), "lock_rows");
+  }
+  canceller.join();
+  EXPECT_TRUE(cancelled.load());
+  EXPECT_LT(steady::now() - start, 8s);
+  holder.rollback();
+}
+
+// A "not available" answer rolls back to the savepoint taken before the statement, which releases
+// the row locks the statement had taken before it met the unavailable row (here row 1, before row
+// 2). InnoDB keeps them (MysqlRowLock.RowsLockedBeforeTheUnavailableOneStayLocked...).
+TEST_F(PostgreSQL, ANotAvailableLockRowsLeavesNoneOfItsRowsLocked) {
+  auto c = client();
+  const std::string t = make_table(2);
+  auto holder = c.begin();
+  ASSERT_TRUE(holder.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{2}}}).acquired());
+  const sqllock::row_lock_request both_nowait{
+      .table = t, .key_column = "id", .keys = {std::int64_t{1}, std::int64_t{2}}, .mode = sqllock::lock_wait::nowait};
+  const sqllock::row_lock_request both_bounded{
+      .table = t, .key_column = "id", .keys = {std::int64_t{1}, std::int64_t{2}}, .timeout = 300ms};
+  const sqllock::row_lock_request one{
+      .table = t, .key_column = "id", .keys = {std::int64_t{1}}, .mode = sqllock::lock_wait::nowait};
+  for (const auto& req : {both_nowait, both_bounded}) {
+    const char* what = req.timeout ? "bounded" : "nowait";
+    auto tx = c.begin();
+    ASSERT_FALSE(tx.lock_rows(req).acquired()) << what;
+    auto third = c.begin();
+    EXPECT_TRUE(third.lock_rows(one).acquired()) << what << ": row 1 stayed locked after a not_available answer";
+    third.rollback();
+    tx.rollback();
+  }
+  holder.rollback();
+}
+
 TEST_F(PostgreSQL, DeadlockIsMappedToRetryableDeadlockDetected) {
   auto c = client();
   const std::string t = make_table(2);

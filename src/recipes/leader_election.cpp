@@ -87,7 +87,10 @@ struct leader_latch::shared {
     }
     {
       std::unique_lock lk(m);
-      if (lost_term < my_term && !g.lost()) {
+      // usable(), not !lost(): lost() waits for the client's deadline thread, which may run late,
+      // so a lease already past its loss point or its max_hold would still pass. Such a term is
+      // no leadership; its loss is reported soon (below), then the latch campaigns again.
+      if (lost_term < my_term && g.usable()) {
         token = g.fencing_token();
         leading = true;
         call_quietly(options.on_elected, token.load());

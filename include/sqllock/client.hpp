@@ -24,6 +24,7 @@ namespace detail {
 class backend;
 class lease_engine;
 struct lease_state;
+struct client_access;  // unit tests only: a client on a backend they built (src/core/client_access.hpp)
 }  // namespace detail
 
 /// Severity of a message sent to client_options::log.
@@ -396,6 +397,7 @@ class SQLLOCK_EXPORT client {
 
  private:
   friend client connect(std::string_view, const client_options&);
+  friend struct detail::client_access;
   SQLLOCK_NO_EXPORT client(std::unique_ptr<detail::backend> b, const client_options& options);
   std::shared_ptr<detail::lease_engine> engine_;
 };

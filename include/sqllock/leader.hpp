@@ -65,11 +65,14 @@ class SQLLOCK_EXPORT leader_latch {
 
   /// The election's name.
   const std::string& election() const noexcept;
-  /// True while this participant leads (between on_elected and on_revoked).
+  /// True while this participant leads: between on_elected and on_revoked, and only while the
+  /// term's lease is usable() (lease_guard::usable): past its loss point or max_hold by this
+  /// process's clock it is false already, before the client's deadline thread, which may run
+  /// late, reports the loss (on_revoked).
   bool is_leader() const noexcept;
-  /// The current term's fencing token while leading, else 0.
+  /// The current term's fencing token while is_leader(), else 0.
   std::int64_t fencing_token() const noexcept;
-  /// Wait up to `timeout` for this participant to lead; true if it leads.
+  /// Wait up to `timeout` for this participant to lead (is_leader()); true if it leads.
   bool await_leadership(std::chrono::milliseconds timeout) const;
   /// Leave the election: stop trying, step down (on_revoked with leadership_end::closed, then the
   /// lease is released) and join the background thread. Idempotent; never throws.

@@ -284,38 +284,47 @@ void lease_book::expire(steady::time_point now) {
   std::vector<std::shared_ptr<acquisition>> all;
   all.reserve(live_.size());
   for (auto& [id, a] : live_) all.push_back(a);
-  for (auto& a : all) {
-    const auto until = a->valid_until_time();
-    if (now >= a->hard_end) {
-      lost_locked(*a, "max_hold reached: the lease is no longer renewed", notices);
-      continue;
+  for (auto& a : all) expire_locked(*a, now, notices);
+  deliver(std::move(notices), lk);
+}
+
+void lease_book::expire(acquisition& a, steady::time_point now) {
+  std::vector<lease_notice> notices;
+  std::unique_lock lk(mu_);
+  if (!a.lost.load() && !a.released) expire_locked(a, now, notices);
+  deliver(std::move(notices), lk);
+}
+
+void lease_book::expire_locked(acquisition& a, steady::time_point now, std::vector<lease_notice>& notices) {
+  const auto until = a.valid_until_time();
+  if (now >= a.hard_end) {
+    lost_locked(a, "max_hold reached: the lease is no longer renewed", notices);
+    return;
+  }
+  if (now >= until - loss_margin(a.last_ttl)) {
+    lost_locked(a, "not renewed in time: by this process's clock the lease may expire in the database now", notices);
+    return;
+  }
+  // Some holds past their max_hold, others keeping the acquisition: those are lost alone.
+  if (now >= a.next_hold_end) end_holds_locked(a, now, notices);
+  if (!a.at_risk_reported && now >= until - a.last_ttl / 3) {
+    a.at_risk_reported = true;
+    if (log_) {
+      log_message(*log_, log_level::warning,
+                  "lease '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
+                      ") at risk: less than a third of its TTL left and not renewed");
     }
-    if (now >= until - loss_margin(a->last_ttl)) {
-      lost_locked(*a, "not renewed in time: by this process's clock the lease may expire in the database now", notices);
-      continue;
+    if (events_ && events_->enabled()) {
+      const auto left = std::chrono::duration_cast<milliseconds>(until - now);
+      notices.push_back({events_->later(event_kind::at_risk, {.time_left = left}), a.ref.name, a.ref.token, a.id,
+                         notice_kind::at_risk});
     }
-    // Some holds past their max_hold, others keeping the acquisition: those are lost alone.
-    if (now >= a->next_hold_end) end_holds_locked(*a, now, notices);
-    if (!a->at_risk_reported && now >= until - a->last_ttl / 3) {
-      a->at_risk_reported = true;
-      if (log_) {
-        log_message(*log_, log_level::warning,
-                    "lease '" + a->ref.name + "' (token " + std::to_string(a->ref.token) +
-                        ") at risk: less than a third of its TTL left and not renewed");
-      }
-      if (events_ && events_->enabled()) {
-        const auto left = std::chrono::duration_cast<milliseconds>(until - now);
-        notices.push_back({events_->later(event_kind::at_risk, {.time_left = left}), a->ref.name, a->ref.token, a->id,
-                           notice_kind::at_risk});
-      }
-      for (const auto& w : a->hold_list) {
-        auto h = w.lock();
-        if (h && !h->finished.load() && !h->lost.load() && h->options.on_at_risk)
-          notices.push_back({h->options.on_at_risk, a->ref.name, a->ref.token, a->id, notice_kind::at_risk});
-      }
+    for (const auto& w : a.hold_list) {
+      auto h = w.lock();
+      if (h && !h->finished.load() && !h->lost.load() && h->options.on_at_risk)
+        notices.push_back({h->options.on_at_risk, a.ref.name, a.ref.token, a.id, notice_kind::at_risk});
     }
   }
-  deliver(std::move(notices), lk);
 }
 
 steady::time_point lease_book::next_renewal() const {

@@ -162,6 +162,9 @@ class lease_book {
   /// local expiry estimate minus loss_margin, or once every hold is past its max_hold; a hold past
   /// its own max_hold while others keep the acquisition is reported lost alone. The notices are run.
   void expire(steady::time_point now);
+  /// The same for `a` alone, at once: for a caller about to act on it (an explicit renew) while
+  /// the deadline thread, which may run late, has not come round.
+  void expire(acquisition& a, steady::time_point now);
   /// Where `a` is reported lost by this process's clock unless renewed first: its local expiry
   /// estimate minus loss_margin (another client may take it over soon after).
   steady::time_point loss_point(const acquisition& a) const;
@@ -199,6 +202,8 @@ class lease_book {
   void lost_locked(acquisition& a, const std::string& why, std::vector<lease_notice>& notices);
   /// Report lost, alone, each hold of `a` past its max_hold at `now` (others keep `a`).
   void end_holds_locked(acquisition& a, steady::time_point now, std::vector<lease_notice>& notices);
+  /// expire() of one live acquisition; the caller holds mu_.
+  void expire_locked(acquisition& a, steady::time_point now, std::vector<lease_notice>& notices);
   /// Queue notices decided under `lk` (held), release it, and run them: the caller's last use of
   /// the book, which a callback may destroy.
   void deliver(std::vector<lease_notice>&& notices, std::unique_lock<std::mutex>& lk);

@@ -1144,6 +1144,10 @@ void lease_engine::renew(lease_state& hold) {
     throw not_holder("renew: lease '" + hold.acq->ref.name + "' was already released by this guard", std::string(db_->kind()),
                      "", "lease_renew");
   }
+  // What the deadline thread reports at this moment is reported now, whether or not it has come
+  // round (it may run late): a hold past its max_hold is lost, and renewing it would extend the
+  // lease past the bound the user set.
+  book_.expire(*hold.acq, steady::now());
   if (hold.lost.load()) {
     throw lease_lost("lease '" + hold.acq->ref.name + "' (token " + std::to_string(hold.acq->ref.token) +
                          "): this hold passed its max_hold and was reported lost (the lease stays with its other holds)",

@@ -38,6 +38,18 @@ struct leader_latch::shared {
   std::uint64_t lost_term = 0;  ///< the last term whose lease was reported lost
   std::atomic<bool> leading{false};
   std::atomic<std::int64_t> token{0};
+  /// The term's lease while leading (it lives on the latch thread's stack); guarded by current_m,
+  /// which is taken after m where both are, and never held while calling a callback.
+  std::mutex current_m;
+  const lease_guard* current = nullptr;
+
+  /// Leading, and the term's lease usable() now: lost() (and so on_revoked) waits for the client's
+  /// deadline thread, which may run late; past the lease's loss point or max_hold it leads no more.
+  bool leads_now() noexcept {
+    if (!leading.load()) return false;
+    std::lock_guard lk(current_m);
+    return current != nullptr && current->usable();
+  }
 
   /// A user callback; what it throws is dropped, so that no callback can leave the latch
   /// believing it leads, stop its thread (std::terminate) or skip the step that follows it.
@@ -87,13 +99,24 @@ struct leader_latch::shared {
     }
     {
       std::unique_lock lk(m);
-      if (lost_term < my_term && !g.lost()) {
+      // usable(), not !lost(): lost() waits for the client's deadline thread, which may run late,
+      // so a lease already past its loss point or its max_hold would still pass. Such a term is
+      // no leadership; its loss is reported soon (below), then the latch campaigns again.
+      if (lost_term < my_term && g.usable()) {
         token = g.fencing_token();
+        {
+          std::lock_guard ck(current_m);
+          current = &g;
+        }
         leading = true;
         call_quietly(options.on_elected, token.load());
         cv.notify_all();
       }
       cv.wait(lk, stop, [&] { return lost_term >= my_term; });
+      {
+        std::lock_guard ck(current_m);
+        current = nullptr;
+      }
       if (leading.exchange(false)) {  // closed while leading: step down before the release
         const auto tok = token.exchange(0);
         call_quietly(options.on_revoked, tok, leadership_end::closed);
@@ -128,13 +151,13 @@ void leader_latch::close() noexcept {
 }
 
 const std::string& leader_latch::election() const noexcept { return state_->election; }
-bool leader_latch::is_leader() const noexcept { return state_->leading.load(); }
-std::int64_t leader_latch::fencing_token() const noexcept { return state_->token.load(); }
+bool leader_latch::is_leader() const noexcept { return state_->leads_now(); }
+std::int64_t leader_latch::fencing_token() const noexcept { return state_->leads_now() ? state_->token.load() : 0; }
 
 bool leader_latch::await_leadership(milliseconds timeout) const {
   std::unique_lock lk(state_->m);
   timeout = std::clamp(timeout, milliseconds(0), milliseconds(std::chrono::hours(24 * 3650)));
-  return state_->cv.wait_for(lk, timeout, [&] { return state_->leading.load(); });
+  return state_->cv.wait_for(lk, timeout, [&] { return state_->leads_now(); });
 }
 
 }  // namespace sqllock

@@ -208,7 +208,9 @@ std::vector<std::string> statements_of(const migration_file& f, dialect d) {
 }
 
 void check_lease(const lease_guard& lease, const migration_file& f) {
-  if (lease.lost()) {
+  // usable(), not lost(): lost() waits for the client's deadline thread, which may run late; past
+  // the lease's loss point by this process's clock another migrator may take the lease now.
+  if (!lease.usable()) {
     throw lease_lost("the migration lease '" + lease.name() + "' was lost before " + f.name + " committed; run again");
   }
 }

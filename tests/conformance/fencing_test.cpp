@@ -160,6 +160,29 @@ TEST(Fencing, MaxHoldEndsTheLeaseAndTellsTheHolder) {
   EXPECT_TRUE(b.acquire_for(name, 3s).fencing_token() > g->fencing_token());
 }
 
+// DESIGN, Safety: a hold past its max_hold is lost. An explicit renew() of such a hold while the
+// client's deadline thread is late (the loss not reported yet) renewed the row once more, a full
+// TTL past the bound the user set; it fails as the renewal of a lost lease does, marks the lease
+// lost, and the row's expiry stays where the acquisition put it.
+TEST(Fencing, ARenewPastMaxHoldIsRefusedBeforeTheLossIsReported) {
+  auto a = make_client();
+  const auto name = unique_name("renew_past_max_hold");
+  deadline_stall stall(a);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
+  const auto start = clock::now();
+  auto g = a.try_acquire(name, {.ttl = 30s, .auto_renew = false, .max_hold = 200ms});
+  ASSERT_TRUE(g);
+  std::this_thread::sleep_until(start + 300ms);
+  ASSERT_FALSE(g->lost()) << "the deadline thread was not held up after all";
+  EXPECT_THROW(g->renew(), sqllock::lease_lost) << "a lease 100 ms past its max_hold was renewed";
+  EXPECT_TRUE(g->lost());
+  auto info = a.inspect(name);
+  ASSERT_TRUE(info);
+  // Acquired at or after `start` for 30 s, checked 300 ms or more later: under 29.7 s left unless
+  // renewed (then about 30 s).
+  EXPECT_LT(info->time_left, 29800ms) << "the row was renewed past max_hold";
+}
+
 // ShedLock's lockAtLeastFor: a job that finishes early keeps the lock until acquired + min_hold,
 // so a node whose schedule fires a moment later does not run it again.
 TEST(Fencing, MinHoldKeepsTheLockAfterAQuickJob) {

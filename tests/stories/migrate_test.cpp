@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <memory>
 #include <thread>
@@ -318,6 +319,53 @@ TEST(Migrate, MigrationLongerThanTheLeaseTtl) {
   auto r = sqllock::migrate_directory(c, dir.path(), o);
   EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1, 2, 3}));
   EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2, 3}));
+}
+
+// PostgreSQL runs each migration in one transaction and checks the lease right before its commit
+// (once the lease is lost another migrator may be running). That check was lease.lost(), which
+// stays false until the client's deadline thread reports the loss; with that thread late (held up
+// here by another lease's blocking on_lost, as a descheduled thread would be) a lease past its
+// loss point passed and the migration committed on it. The check is usable(): the migration is
+// rolled back and applied again on a new lease.
+TEST(Migrate, PostgreSqlCommitsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported) {
+  if (backend().name != "postgresql") GTEST_SKIP() << "only PostgreSQL checks the lease before a migration's commit";
+  auto c = make_client();
+  auto blocker = make_client();
+  auto held = std::make_shared<std::atomic<bool>>(false), go = std::make_shared<std::atomic<bool>>(false);
+  auto stall = c.try_acquire(unique_name("deadline_stall"),
+                             {.ttl = 100ms, .auto_renew = false, .on_lost = [held, go](const std::string&, std::int64_t) {
+                                *held = true;
+                                const auto until = std::chrono::steady_clock::now() + 10s;
+                                while (!*go && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+                              }});
+  ASSERT_TRUE(stall);
+  struct unstall {
+    std::shared_ptr<std::atomic<bool>> go;
+    ~unstall() { *go = true; }
+  } unstall_at_exit{go};
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return held->load(); }, 3s)) << "the deadline thread was never held up";
+
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  auto o = options_for(unique_name("hist"));
+  o.lock_ttl = 600ms;
+  int starts = 0;
+  bool blocked = false;
+  o.on_start = [&](std::int64_t, const std::string&) { ++starts; };
+  o.before_commit = [&](std::int64_t) {
+    if (blocked) return;
+    blocked = true;
+    // Another session locks the lease's row: the watchdog's renewal waits on it until its
+    // deadline, the lease's loss point, and fails; 900 ms later the lease is past that point.
+    auto tx = blocker.begin();
+    tx.query("SELECT name FROM sqllock_locks WHERE name = ? FOR UPDATE",
+             {std::string("sqllock:migrations:") + o.history_table});
+    std::this_thread::sleep_for(900ms);
+    tx.rollback();
+  };
+  auto r = sqllock::migrate_directory(c, dir.path(), o);
+  EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1}));
+  EXPECT_EQ(starts, 2) << "version 1 was committed on a lease past its loss point";
 }
 
 // ---- through the command ----

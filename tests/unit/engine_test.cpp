@@ -654,6 +654,67 @@ TEST(Engine, AHoldPastItsMaxHoldIsNotUsableWhileTheDeadlineThreadIsLate) {
   EXPECT_TRUE(g->acq->lost.load()) << "the deadline thread, once free, reports the loss";
 }
 
+namespace {
+// Holds the engine's deadline thread up, as a descheduled thread on a loaded machine would be:
+// another lease's on_lost (run on that thread) blocks until release() or 10 s.
+struct stalled_deadline_thread {
+  std::atomic<bool> stalled{false}, go{false};
+  std::shared_ptr<d::lease_state> stall;
+  explicit stalled_deadline_thread(engine_fixture& f) {
+    stall = f.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [this](const std::string&, std::int64_t) {
+                                      stalled = true;
+                                      const auto until = steady::now() + 10s;
+                                      while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+                                    }});
+    while (stall && !stalled && steady::now() < stall->started + 5s) std::this_thread::sleep_for(5ms);
+  }
+  ~stalled_deadline_thread() { release(); }
+  void release() { go = true; }
+};
+}  // namespace
+
+// DESIGN, Safety: a hold past its max_hold is lost. An explicit renew of a hold past its max_hold
+// whose loss the deadline thread (late) had not reported yet renewed the lease once more: the
+// database row was extended by a full TTL past the bound the user set. It must fail as the renewal
+// of a lost hold does (lease_lost, nothing sent) and leave the hold lost.
+TEST(Engine, RenewingAHoldPastItsMaxHoldFailsAsLostAndSendsNothingWhileTheDeadlineThreadIsLate) {
+  engine_fixture f;
+  stalled_deadline_thread late(f);
+  ASSERT_TRUE(late.stalled) << "the deadline thread was never held up";
+  auto g = f.try_acquire("n", {.ttl = 30s, .auto_renew = false, .max_hold = 200ms});
+  ASSERT_TRUE(g);
+  std::this_thread::sleep_until(g->started + 250ms);
+  ASSERT_FALSE(g->acq->lost.load()) << "the deadline thread was not held up after all";
+  const int renewals = f.fake->count(d::fake_op::renew);
+  EXPECT_THROW(f.engine->renew(*g), sqllock::lease_lost) << "a hold 50 ms past its max_hold was renewed";
+  EXPECT_EQ(f.fake->count(d::fake_op::renew), renewals) << "a renewal was sent for a hold past its max_hold";
+  EXPECT_TRUE(g->acq->lost.load()) << "the hold past its max_hold (its lease's only one) is not marked lost";
+  EXPECT_THROW(f.engine->renew(*g), sqllock::lease_lost);
+}
+
+// The same for a re-entered hold whose max_hold ends it alone: its renew fails as lost, the hold is
+// lost alone, and the outer hold keeps the lease (usable, renewable).
+TEST(Engine, RenewingAnInnerHoldPastItsMaxHoldFailsAsLostAndTheOuterHoldKeepsTheLease) {
+  engine_fixture f({.scope = sqllock::holder_scope::per_client});
+  stalled_deadline_thread late(f);
+  ASSERT_TRUE(late.stalled) << "the deadline thread was never held up";
+  auto outer = f.try_acquire("n", {.ttl = 30s, .auto_renew = false});
+  ASSERT_TRUE(outer);
+  auto inner = f.try_acquire("n", {.ttl = 30s, .auto_renew = false, .max_hold = 200ms});
+  ASSERT_TRUE(inner);
+  ASSERT_EQ(inner->acq, outer->acq);
+  std::this_thread::sleep_until(inner->started + 250ms);
+  ASSERT_FALSE(inner->lost.load()) << "the deadline thread was not held up after all";
+  const int renewals = f.fake->count(d::fake_op::renew);
+  EXPECT_THROW(f.engine->renew(*inner), sqllock::lease_lost) << "an inner hold 50 ms past its max_hold was renewed";
+  EXPECT_EQ(f.fake->count(d::fake_op::renew), renewals) << "a renewal was sent for an inner hold past its max_hold";
+  EXPECT_TRUE(inner->lost.load()) << "the inner hold past its max_hold is not marked lost";
+  EXPECT_FALSE(outer->acq->lost.load()) << "the outer hold lost the lease with the inner hold";
+  EXPECT_TRUE(f.engine->usable(*outer));
+  EXPECT_NO_THROW(f.engine->renew(*outer));
+  EXPECT_EQ(f.fake->count(d::fake_op::renew), renewals + 1);
+}
+
 TEST(Engine, WaitersOfOneClientAreServedInArrivalOrder) {
   engine_fixture f;
   auto holder = std::make_unique<engine_fixture>();

@@ -1,0 +1,102 @@
+// Unit tests of the leader latch on a client over the fake backend (core/client_access.hpp).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "common/test_support.hpp"
+#include "core/client_access.hpp"
+#include "fake/fake_backend.hpp"
+#include "sqllock/leader.hpp"
+
+using namespace std::chrono_literals;
+using sqllock::detail::steady;
+namespace d = sqllock::detail;
+
+// The latch decided it was elected on !lost(), which stays false until the client's deadline
+// thread reports the loss; that thread may run late (here: held up by another lease's on_lost, as
+// a descheduled thread would be). A term whose lease is already past its safe point when acquired
+// (its acquire was answered 150 ms after it started, its max_hold is 100 ms: lease_guard::usable()
+// is false) must not be a leadership: on_elected fired for it with the first term's token. The
+// latch now campaigns again once that lease is reported lost, and leads with the next term.
+TEST(LeaderLatch, ALeasePastItsSafePointIsNoLeadershipWhileTheDeadlineThreadIsLate) {
+  auto db = std::make_shared<d::fake_database>();
+  auto backend = std::make_unique<d::fake_backend>(db);
+  auto* fake = backend.get();
+  auto c = d::client_access::make(std::move(backend), {.require_schema = false});
+
+  std::atomic<bool> stalled{false}, go{false};
+  auto stall = c.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [&](const std::string&, std::int64_t) {
+                                         stalled = true;
+                                         const auto until = steady::now() + 10s;
+                                         while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+                                       }});
+  ASSERT_TRUE(stall);
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return stalled.load(); }, 5s)) << "the deadline thread was never held up";
+
+  fake->delay_answer(d::fake_op::acquire, 150ms);
+  std::mutex mu;
+  std::vector<std::int64_t> elected;
+  sqllock::leader_latch_options o;
+  o.lease = {.ttl = 30s, .max_hold = 100ms};
+  o.on_elected = [&](std::int64_t token) {
+    std::lock_guard lk(mu);
+    elected.push_back(token);
+  };
+  o.retry_delay = 10ms;
+  sqllock::leader_latch latch(c, "election", o);
+  // The first term's lease comes 150 ms after its acquire started; it never becomes usable.
+  EXPECT_FALSE(latch.await_leadership(600ms)) << "elected on a lease 50 ms past its max_hold";
+  std::int64_t first_term = 0;
+  {
+    auto info = c.inspect("election");
+    ASSERT_TRUE(info) << "the first term's lease was not taken";
+    first_term = info->fencing_token;
+  }
+  fake->heal(d::fake_op::acquire);
+  go = true;  // the deadline thread reports the first term's lease lost; the latch campaigns again
+  ASSERT_TRUE(latch.await_leadership(5s)) << "no leadership after the first term's lease was reported lost";
+  latch.close();
+  std::lock_guard lk(mu);
+  ASSERT_FALSE(elected.empty());
+  EXPECT_GT(elected.front(), first_term) << "on_elected was called for the term whose lease was past its max_hold";
+}
+
+// A leader whose lease passes its max_hold (or loss point) while the client's deadline thread is
+// late: on_revoked has not run yet, but is_leader(), fencing_token() and await_leadership() must
+// not say it leads; they followed on_elected / on_revoked only, so a caller checking is_leader()
+// before acting acted on a lease past its safe point.
+TEST(LeaderLatch, IsLeaderIsFalsePastTheLeasesSafePointBeforeTheLossIsReported) {
+  auto db = std::make_shared<d::fake_database>();
+  auto c = d::client_access::make(std::make_unique<d::fake_backend>(db), {.require_schema = false});
+
+  std::atomic<bool> stalled{false}, go{false};
+  auto stall = c.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [&](const std::string&, std::int64_t) {
+                                         stalled = true;
+                                         const auto until = steady::now() + 10s;
+                                         while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+                                       }});
+  ASSERT_TRUE(stall);
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return stalled.load(); }, 5s)) << "the deadline thread was never held up";
+
+  std::atomic<steady::rep> elected_at{0};
+  std::atomic<int> revoked{0};
+  sqllock::leader_latch_options o;
+  o.lease = {.ttl = 30s, .max_hold = 300ms};
+  o.on_elected = [&](std::int64_t) { elected_at = steady::now().time_since_epoch().count(); };
+  o.on_revoked = [&](std::int64_t, sqllock::leadership_end) { ++revoked; };
+  sqllock::leader_latch latch(c, "election", o);
+  ASSERT_TRUE(latch.await_leadership(5s));
+  EXPECT_GT(latch.fencing_token(), 0);
+  // The term's lease started before on_elected ran: 350 ms after that it is past its max_hold.
+  std::this_thread::sleep_until(steady::time_point(steady::duration(elected_at.load())) + 350ms);
+  ASSERT_EQ(revoked.load(), 0) << "the deadline thread was not held up after all";
+  EXPECT_FALSE(latch.is_leader()) << "is_leader() 50 ms past the lease's max_hold";
+  EXPECT_EQ(latch.fencing_token(), 0);
+  EXPECT_FALSE(latch.await_leadership(0ms));
+  go = true;
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return revoked.load() > 0; }, 5s)) << "the loss was never reported";
+}

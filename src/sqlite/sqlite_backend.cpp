@@ -344,18 +344,24 @@ class sqlite_backend final : public backend {
 
   int semaphore_permits(const std::string& name, int permits) override {
     std::lock_guard lk(caller_mu_);
-    if (!read_only()) {
-      statement_run reg = lease_statement(caller_, "semaphore_register");
-      reg.bind(1, name);
-      reg.bind(2, std::int64_t{permits});
+    // Read first: a stored count (every use but the first) needs no write, and so no wait for the
+    // database's write lock (a WAL reader is never blocked). A try beside another connection's
+    // write transaction stored it again on every call, under the default busy timeout, and came
+    // back after 5 s with "database is locked".
+    auto stored = [&]() -> int {
+      statement_run run = lease_statement(caller_, "semaphore_permits");
+      run.bind(1, name);
       count_statement();
-      reg.step();
-    }
-    statement_run run = lease_statement(caller_, "semaphore_permits");
-    run.bind(1, name);
+      if (!run.step(true)) return 0;
+      return static_cast<int>(run.int_at(0));
+    };
+    if (const int known = stored(); known != 0 || read_only()) return known;
+    statement_run reg = lease_statement(caller_, "semaphore_register");
+    reg.bind(1, name);
+    reg.bind(2, std::int64_t{permits});
     count_statement();
-    if (!run.step(true)) return 0;
-    return static_cast<int>(run.int_at(0));
+    reg.step();
+    return stored();
   }
 
   std::unique_ptr<session> begin(const transaction_options& options) override {

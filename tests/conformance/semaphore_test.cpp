@@ -118,6 +118,28 @@ TEST(Semaphore, AHeldPermitGuardsATransaction) {
   g0->release();
 }
 
+// A single try (no wait) of a permit answers at once, also while another client's transaction
+// holds the database's write lock (SQLite: any write transaction) or the semaphore's rows: a
+// refusal is a result. On SQLite the try stored the permit count with a write on every call (the
+// count is fixed at first use), under the default 5 s busy timeout, so it waited those 5 s.
+TEST(Semaphore, ATryBesideAnotherClientsWriteTransactionAnswersAtOnce) {
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("sem_try_tx");
+  auto g = a.try_acquire_permit(name, 1);
+  ASSERT_TRUE(g);
+  auto tx = a.begin();
+  tx.require_lease(*g);
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  const auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(b.try_acquire_permit_for(name, 1, 0ms));
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  EXPECT_LT(took, 2000ms) << "a permit try beside a write transaction came back after " << took.count() << " ms";
+  tx.commit();
+  g->release();
+}
+
 // The permit of a holder that stops renewing (it died) expires on the database clock and is free
 // again; its guard reports the loss.
 TEST(Semaphore, APermitOfADeadHolderExpiresAndBecomesAvailable) {

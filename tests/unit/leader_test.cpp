@@ -4,6 +4,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -15,6 +16,21 @@
 using namespace std::chrono_literals;
 using sqllock::detail::steady;
 namespace d = sqllock::detail;
+
+namespace {
+/// Holds the client's deadline thread up, as a descheduled thread would be: a lease whose on_lost
+/// blocks until `go` (at most 10 s). The lease, once the thread is held; nullopt if it never was.
+std::optional<sqllock::lease_guard> hold_up_deadline_thread(sqllock::client& c, std::atomic<bool>& go) {
+  auto stalled = std::make_shared<std::atomic<bool>>(false);
+  auto stall = c.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [stalled, &go](const std::string&, std::int64_t) {
+                                         *stalled = true;
+                                         const auto until = steady::now() + 10s;
+                                         while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+                                       }});
+  if (!stall || !sqllock_testing::eventually([&] { return stalled->load(); }, 5s)) return std::nullopt;
+  return stall;
+}
+}  // namespace
 
 // A term whose lease would be past its safe point when acquired (its acquire is answered 150 ms
 // after it started, its max_hold is 100 ms) must not be a leadership, also while the client's
@@ -30,14 +46,9 @@ TEST(LeaderLatch, ALeasePastItsSafePointIsNoLeadershipWhileTheDeadlineThreadIsLa
   auto* fake = backend.get();
   auto c = d::client_access::make(std::move(backend), {.require_schema = false});
 
-  std::atomic<bool> stalled{false}, go{false};
-  auto stall = c.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [&](const std::string&, std::int64_t) {
-                                         stalled = true;
-                                         const auto until = steady::now() + 10s;
-                                         while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
-                                       }});
-  ASSERT_TRUE(stall);
-  ASSERT_TRUE(sqllock_testing::eventually([&] { return stalled.load(); }, 5s)) << "the deadline thread was never held up";
+  std::atomic<bool> go{false};
+  auto stall = hold_up_deadline_thread(c, go);
+  ASSERT_TRUE(stall) << "the deadline thread was never held up";
 
   fake->delay_answer(d::fake_op::acquire, 150ms);
   std::mutex mu;
@@ -77,14 +88,9 @@ TEST(LeaderLatch, IsLeaderIsFalsePastTheLeasesSafePointBeforeTheLossIsReported) 
   auto db = std::make_shared<d::fake_database>();
   auto c = d::client_access::make(std::make_unique<d::fake_backend>(db), {.require_schema = false});
 
-  std::atomic<bool> stalled{false}, go{false};
-  auto stall = c.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [&](const std::string&, std::int64_t) {
-                                         stalled = true;
-                                         const auto until = steady::now() + 10s;
-                                         while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
-                                       }});
-  ASSERT_TRUE(stall);
-  ASSERT_TRUE(sqllock_testing::eventually([&] { return stalled.load(); }, 5s)) << "the deadline thread was never held up";
+  std::atomic<bool> go{false};
+  auto stall = hold_up_deadline_thread(c, go);
+  ASSERT_TRUE(stall) << "the deadline thread was never held up";
 
   std::atomic<steady::rep> elected_at{0};
   std::atomic<int> revoked{0};

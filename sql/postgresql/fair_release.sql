@@ -22,9 +22,16 @@ WITH {{part:epoch}}, {{part:durable}}, t AS (
   SELECT clock_timestamp() AS now
 ), unguarded AS (
   SELECT pg_try_advisory_xact_lock({{part:guard_key}}) AS ok  -- volatile, so evaluated once
+), locked AS (
+  -- No guard: the row is locked FOR UPDATE before it is handed over, so a guard whose statement
+  -- began before this one committed waits and reads the row again (see lease_release.sql).
+  SELECT 1 FROM {{locks}}
+  WHERE (SELECT ok FROM unguarded)
+    AND name = $1 AND owner = $2 AND ($3::bigint = 0 OR token = $3::bigint) AND holder_id IS NOT NULL
+  FOR UPDATE
 ), nxt AS (
   SELECT q.owner, q.holder_id, q.ttl_ms FROM {{locks_queue}} AS q CROSS JOIN t
-  WHERE q.name = $1 AND q.owner <> $2 AND q.expires_at > t.now AND (SELECT ok FROM unguarded)
+  WHERE q.name = $1 AND q.owner <> $2 AND q.expires_at > t.now AND EXISTS (SELECT 1 FROM locked)
   ORDER BY q.seq
   LIMIT 1
 ), u AS (

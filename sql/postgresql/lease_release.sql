@@ -29,6 +29,16 @@ WITH {{part:durable}}, t AS (
 ), unguarded AS (
   -- Volatile, so evaluated once; CASE, so the advisory lock is tried only for $6.
   SELECT CASE WHEN $6::boolean THEN pg_try_advisory_xact_lock({{part:guard_key}}) ELSE true END AS ok
+), locked AS (
+  -- No guard: the row is then locked FOR UPDATE before it is freed (waiting out a brief lock; no
+  -- guard holds one, as every guard takes the mark before its row lock). A guard whose statement
+  -- began before this one committed saw the row still held and waits for the mark; the row lock
+  -- makes its FOR KEY SHARE wait too and then read the row again, freed, so it does not pass. A
+  -- plain UPDATE alone would not: it leaves the key as it was, which FOR KEY SHARE passes unread.
+  SELECT 1 FROM {{locks}}
+  WHERE $6::boolean AND (SELECT ok FROM unguarded)
+    AND name = $1 AND owner = $2 AND ($3::bigint = 0 OR token = $3::bigint) AND holder_id IS NOT NULL
+  FOR UPDATE
 ), u AS (
   UPDATE {{locks}} AS l
   SET holder_id = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.holder_id END,
@@ -37,7 +47,7 @@ WITH {{part:durable}}, t AS (
       expires_at = CASE WHEN l.acquired_at + t.min_hold > t.now THEN l.acquired_at + t.min_hold ELSE t.now END
   FROM t CROSS JOIN durable
   WHERE l.name = $1 AND l.owner = $2 AND ($3::bigint = 0 OR l.token = $3::bigint) AND l.holder_id IS NOT NULL
-    AND (SELECT ok FROM unguarded)
+    AND (SELECT ok FROM unguarded) AND (NOT $6::boolean OR EXISTS (SELECT 1 FROM locked))
   RETURNING l.name, l.holder_id
 )
 SELECT u.holder_id IS NULL AS freed,

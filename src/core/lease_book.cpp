@@ -80,12 +80,7 @@ std::shared_ptr<lease_state> lease_book::reenter(const std::string& name, std::u
 std::shared_ptr<lease_state> lease_book::add(lease_ref ref, std::string holder, std::uint64_t scope,
                                              steady::time_point started, const lease_options& options,
                                              const std::shared_ptr<lease_engine>& engine) {
-  // Answered at or past its loss point, or past its own max_hold (both measured from the start of
-  // the acquiring statement): the hold would be lost the moment it is handed out. Not recorded;
-  // the caller frees the row by owner id.
-  const auto now = steady::now();
-  if (now >= started + options.ttl - loss_margin(options.ttl)) return nullptr;
-  if (options.max_hold.count() > 0 && now >= started + options.max_hold) return nullptr;
+  if (steady::now() >= started + options.ttl - loss_margin(options.ttl)) return nullptr;
   auto a = std::make_shared<acquisition>();
   a->ref = std::move(ref);
   a->holder = std::move(holder);

@@ -142,7 +142,6 @@ class lease_book {
   /// (`started` + TTL - loss_margin): by this client's own rule the lease is already lost, and
   /// another client may take it at any moment, so it must never be handed to the caller (a slow
   /// answer under a loaded server once returned such a lease 148 ms after its on_lost had run).
-  /// Likewise when it came at or after `started` + max_hold: the hold would be past its own end.
   std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,
                                    const lease_options& options, const std::shared_ptr<lease_engine>& engine);
 

@@ -194,7 +194,7 @@ std::shared_ptr<lease_state> lease_engine::record(const lease_ref& ref, std::uin
   if (!h) {
     log_message(options_, log_level::warning,
                 "the acquire of '" + ref.name + "' (token " + std::to_string(ref.token) +
-                    ") was answered after its lease's loss point or its max_hold: not used (released by owner id if the call ends without a lease)");
+                    ") was answered after its lease's loss point: not used (released by owner id if the call ends without a lease)");
   }
   return h;
 }

@@ -279,8 +279,11 @@ class pg_session final : public session {
       // only the message, localized, tells them apart. The server starts the statement's timer after
       // `sent` and it never fires early, so a 57014 before the bound has passed on this clock is a
       // cancel: it stays query_canceled. (A cancel arriving in the last instant, once the bound has
-      // passed here but before the server's timer fired, is taken for the bound running out.)
-      if (!bounded || std::chrono::steady_clock::now() - sent < *request.timeout) throw;
+      // passed here but before the server's timer fired, is taken for the bound running out.) The
+      // server's clock may run up to 1% fast against this one (loss_margin assumes as much), so the
+      // bound counts as passed from 99% of it, less 1 ms.
+      const auto passed_from = *request.timeout - *request.timeout / 100 - std::chrono::milliseconds(1);
+      if (!bounded || std::chrono::steady_clock::now() - sent < passed_from) throw;
       return not_available();  // the statement's bound ran out
     }
     if (in_tx) exec_simple(conn_, "RELEASE SAVEPOINT sqllock_lock_rows", "lock_rows");

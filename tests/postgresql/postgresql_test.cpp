@@ -913,6 +913,61 @@ TEST_F(PostgreSQL, AFairHoldGuardingAnAdoptedTransactionIsNotHandedOverUntilTheA
   EXPECT_TRUE(entered.load());
 }
 
+// The guard's mark at the SQL level: a guard whose statement began before a reader-writer release
+// committed (its snapshot still shows the lease held; it then waits for the release's advisory
+// lock) must not pass on the row the release freed. The library never sends the two together (the
+// client holds a release back while it runs a guard of the lease), so the statements are sent here
+// directly, each on its own connection.
+TEST_F(PostgreSQL, AGuardRacingAReaderWriterReleaseDoesNotPassOnTheRowItFreed) {
+  namespace d = sqllock::detail;
+  sqllock::client_options o;
+  o.holder_id = unique("pg_guard_race");
+  auto a = client(o);
+  const std::string name = unique("pg_guard_race_lock");
+  auto r = a.try_acquire_read(name, {.ttl = 30s});
+  ASSERT_TRUE(r);
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  PGresult* row = PQexec(admin.c, ("SELECT name, owner, token::text FROM sqllock_locks WHERE holder_id = '" + o.holder_id + "'").c_str());
+  ASSERT_EQ(PQntuples(row), 1);
+  const std::string row_name = PQgetvalue(row, 0, 0), owner = PQgetvalue(row, 0, 1), token = PQgetvalue(row, 0, 2);
+  PQclear(row);
+  auto sql = [](const char* statement) {
+    return d::render_sql(d::embedded_sql(sqllock::dialect::postgresql, statement), "sqllock_locks", sqllock::dialect::postgresql);
+  };
+  const std::string release_sql = sql("lease_release"), guard_sql = sql("lease_guard");
+  pg_handle rel(url()), guard(url());
+  ASSERT_TRUE(rel.ok() && guard.ok());
+  rel.run("BEGIN");
+  {
+    const char* params[6] = {row_name.c_str(), owner.c_str(), token.c_str(), "0", nullptr, "true"};
+    PGresult* res = PQexecParams(rel.c, release_sql.c_str(), 6, nullptr, params, nullptr, nullptr, 0);
+    ASSERT_EQ(PQresultStatus(res), PGRES_TUPLES_OK) << PQresultErrorMessage(res);
+    ASSERT_EQ(PQntuples(res), 1);
+    EXPECT_STREQ(PQgetvalue(res, 0, 0), "t") << "the release did not free the row";
+    PQclear(res);
+  }
+  guard.run("BEGIN");
+  const std::string guard_pid = guard.run("SELECT pg_backend_pid()");
+  {
+    const char* params[3] = {row_name.c_str(), owner.c_str(), token.c_str()};
+    ASSERT_EQ(PQsendQueryParams(guard.c, guard_sql.c_str(), 3, nullptr, params, nullptr, nullptr, 0), 1);
+  }
+  // The guard waits (for the release's advisory lock or its row lock) before the release commits.
+  const bool waiting = sqllock_testing::eventually(
+      [&] { return admin.run("SELECT wait_event_type FROM pg_stat_activity WHERE pid = " + guard_pid) == "Lock"; }, 5s);
+  rel.run("COMMIT");
+  PGresult* res = PQgetResult(guard.c);
+  ASSERT_NE(res, nullptr);
+  const auto status = PQresultStatus(res);
+  const int rows = status == PGRES_TUPLES_OK ? PQntuples(res) : -1;
+  PQclear(res);
+  while ((res = PQgetResult(guard.c)) != nullptr) PQclear(res);
+  EXPECT_TRUE(waiting) << "the guard did not wait for the release";
+  EXPECT_EQ(rows, 0) << "the guard passed on a row its lease's release had freed (status " << PQresStatus(status) << ")";
+  guard.run("ROLLBACK");
+}
+
 // A reader-writer release that meets a brief row lock that is no guard (another reader's or a
 // writer's check locks live rows FOR UPDATE, rw_readers_check.sql and rw_writer_check.sql) waits
 // for it like any UPDATE and frees the row: only a transaction guarding the lease (require_lease)

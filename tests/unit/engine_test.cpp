@@ -1065,23 +1065,6 @@ TEST(EngineLate, ATryAnsweredAfterItsLossPointIsNotAcquiredAndItsRowIsFreed) {
   EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
 }
 
-// The same for a lease answered after its own max_hold (measured, like the TTL, from the start of
-// the acquiring statement): the hold would be past its end, so lost, the moment it is handed out,
-// and usable() says so; it is not acquired, and its row is freed. Before, the engine checked only
-// the loss point and returned it (h67's leader latch test used that to get such a lease).
-TEST(EngineLate, ATryAnsweredAfterItsMaxHoldIsNotAcquiredAndItsRowIsFreed) {
-  engine_fixture f;
-  std::atomic<int> lost_calls{0};
-  f.fake->delay_answer(d::fake_op::acquire, 250ms);
-  auto g = f.try_acquire(
-      "n", {.ttl = 5s, .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; }, .max_hold = 100ms});
-  EXPECT_FALSE(g) << "a lease answered past its max_hold was returned (usable() == "
-                  << (g && f.engine->usable(*g)) << ")";
-  EXPECT_TRUE(sqllock_testing::eventually([&] { return row_of(f.db, "n").holder.empty(); }, 3s))
-      << "the row granted past the max_hold stayed held (owner " << row_of(f.db, "n").owner << ")";
-  EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
-}
-
 // The release of a refused row names that acquire call's owner id: when it is answered only after
 // the same client acquired the name again (a new call), it frees nothing of the new lease.
 TEST(EngineLate, TheRefusedRowsLateReleaseNeverFreesTheClientsNextLeaseOfTheName) {

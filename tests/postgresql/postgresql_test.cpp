@@ -968,6 +968,72 @@ TEST_F(PostgreSQL, AGuardRacingAReaderWriterReleaseDoesNotPassOnTheRowItFreed) {
   guard.run("ROLLBACK");
 }
 
+// The same race for a fair release that hands the lease over: the hand-over is a plain UPDATE that
+// changes no key, which a guard's FOR KEY SHARE does not wait for, so a guard whose statement began
+// before the release committed would pass on a row that now belongs to the next ticket's owner.
+// The release locks the row FOR UPDATE first (fair_release.sql), so the guard waits and reads the
+// row again.
+TEST_F(PostgreSQL, AGuardRacingAFairHandOverDoesNotPassOnTheRowItHandedOn) {
+  namespace d = sqllock::detail;
+  sqllock::client_options o;
+  o.holder_id = unique("pg_fair_race");
+  auto a = client(o);
+  auto b = client();
+  const std::string name = unique("pg_fair_race_lock");
+  auto g = a.try_acquire(name, {.ttl = 30s, .fair = true});
+  ASSERT_TRUE(g);
+  std::atomic<bool> entered{false};
+  std::jthread taker([&] {
+    auto h = b.acquire_for(name, 20s, {.ttl = 10s, .fair = true});
+    entered = static_cast<bool>(h);
+  });
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return a.list_queue().size() == 1; }, 10s)) << "b took no ticket";
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  PGresult* row = PQexec(admin.c, ("SELECT name, owner, token::text FROM sqllock_locks WHERE holder_id = '" + o.holder_id + "'").c_str());
+  ASSERT_EQ(PQntuples(row), 1);
+  const std::string row_name = PQgetvalue(row, 0, 0), owner = PQgetvalue(row, 0, 1), token = PQgetvalue(row, 0, 2);
+  PQclear(row);
+  auto sql = [](const char* statement) {
+    return d::render_sql(d::embedded_sql(sqllock::dialect::postgresql, statement), "sqllock_locks", sqllock::dialect::postgresql);
+  };
+  const std::string release_sql = sql("fair_release"), guard_sql = sql("lease_guard");
+  pg_handle rel(url()), guard(url());
+  ASSERT_TRUE(rel.ok() && guard.ok());
+  rel.run("BEGIN");
+  {
+    const char* params[4] = {row_name.c_str(), owner.c_str(), token.c_str(), nullptr};
+    PGresult* res = PQexecParams(rel.c, release_sql.c_str(), 4, nullptr, params, nullptr, nullptr, 0);
+    ASSERT_EQ(PQresultStatus(res), PGRES_TUPLES_OK) << PQresultErrorMessage(res);
+    ASSERT_EQ(PQntuples(res), 1);
+    EXPECT_STREQ(PQgetvalue(res, 0, 0), "t") << "the release did not release the row";
+    EXPECT_FALSE(PQgetisnull(res, 0, 1)) << "the release did not hand the row over to the waiting ticket";
+    PQclear(res);
+  }
+  guard.run("BEGIN");
+  const std::string guard_pid = guard.run("SELECT pg_backend_pid()");
+  {
+    const char* params[3] = {row_name.c_str(), owner.c_str(), token.c_str()};
+    ASSERT_EQ(PQsendQueryParams(guard.c, guard_sql.c_str(), 3, nullptr, params, nullptr, nullptr, 0), 1);
+  }
+  const bool waiting = sqllock_testing::eventually(
+      [&] { return admin.run("SELECT wait_event_type FROM pg_stat_activity WHERE pid = " + guard_pid) == "Lock"; }, 5s);
+  rel.run("COMMIT");
+  PGresult* res = PQgetResult(guard.c);
+  ASSERT_NE(res, nullptr);
+  const auto status = PQresultStatus(res);
+  const int rows = status == PGRES_TUPLES_OK ? PQntuples(res) : -1;
+  PQclear(res);
+  while ((res = PQgetResult(guard.c)) != nullptr) PQclear(res);
+  EXPECT_TRUE(waiting) << "the guard did not wait for the release";
+  EXPECT_EQ(rows, 0) << "the guard passed on a row its lease's release had handed to the next ticket (status "
+                     << PQresStatus(status) << ")";
+  guard.run("ROLLBACK");
+  g.reset();  // its row is no longer its own: the release finds nothing to free
+  taker.join();
+  EXPECT_TRUE(entered.load()) << "the waiting ticket never learned that it holds the lock";
+}
+
 // A reader-writer release that meets a brief row lock that is no guard (another reader's or a
 // writer's check locks live rows FOR UPDATE, rw_readers_check.sql and rw_writer_check.sql) waits
 // for it like any UPDATE and frees the row: only a transaction guarding the lease (require_lease)

@@ -260,8 +260,11 @@ class backend {
     return live_in_range(lo, hi);
   }
   /// The number of permits stored for semaphore `name` (schema version 3): stores `permits` when the
-  /// name has none yet (first use), and returns what is stored either way (two short statements).
-  virtual int semaphore_permits(const std::string& name, int permits) = 0;
+  /// name has none yet (first use), and returns what is stored either way (two short statements);
+  /// 0 when none is stored and this client cannot store one (read-only). std::nullopt when the
+  /// count could not be stored because another connection held the write lock it needs past
+  /// `deadline` (SQLite: any write transaction; nothing was stored, the caller may try again).
+  virtual std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) = 0;
 
   // Fair queue (schema version 4; lane::caller). A backend without it refuses fair acquires.
   virtual queue_outcome queue_poll(const queue_request& request) {

@@ -24,6 +24,7 @@ steady::rep ticks(steady::time_point t) { return t.time_since_epoch().count(); }
 // asks for nothing more.
 void recompute(acquisition& a) {
   a.holds = 0;
+  a.kept_holds = 0;
   a.auto_renew_holds = 0;
   a.hard_end = steady::time_point::min();
   a.next_hold_end = steady::time_point::max();
@@ -41,6 +42,7 @@ void recompute(acquisition& a) {
     a.min_hold = std::max(a.min_hold, h->options.min_hold);
     a.hard_end = std::max(a.hard_end, h->end());
     if (h->lost.load()) continue;
+    ++a.kept_holds;
     if (h->options.auto_renew) ++a.auto_renew_holds;
     a.next_hold_end = std::min(a.next_hold_end, h->end());
   }
@@ -153,7 +155,9 @@ std::optional<release_request> lease_book::drop(lease_state& hold) {
   auto& a = *hold.acq;
   std::lock_guard lk(mu_);
   recompute(a);
-  if (a.holds > 0 || a.released) return std::nullopt;
+  // A hold reported lost alone (its max_hold passed while others kept the lease) keeps nothing: when
+  // the last other hold goes, the lease is released, not left to run out its TTL.
+  if (a.kept_holds > 0 || a.released) return std::nullopt;
   a.released = true;
   forget_locked(a);
   release_request r;

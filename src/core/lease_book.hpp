@@ -58,6 +58,7 @@ struct acquisition {
   bool at_risk_reported = false;
   bool released = false;  ///< the last hold is gone
   int holds = 0;          ///< live holds (a hold past its max_hold included, until it is dropped)
+  int kept_holds = 0;     ///< live holds not reported lost alone: the last one's drop releases
   int auto_renew_holds = 0;  ///< live holds that renew, not past their max_hold
   std::chrono::milliseconds min_hold{0};  ///< longest min_hold asked by any hold
   /// Where max_hold ends the whole acquisition: the latest end of its live holds (max if one has

@@ -391,30 +391,6 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
   const bool bounded = timeout.has_value() && timeout->count() > 0;
   const bool waits = !timeout || timeout->count() > 0;
 
-  // The permit count is stored with the name at its first use; a different count changes nothing.
-  {
-    int stored = 0;
-    {
-      std::lock_guard lk(semaphores_mu_);
-      if (auto it = semaphores_.find(name); it != semaphores_.end()) stored = it->second;
-    }
-    if (stored == 0) {
-      stored = db_->semaphore_permits(name, permits);
-      if (stored == 0) {
-        throw schema_missing("semaphore '" + name + "' has no stored permit count (a read-only client cannot store it)",
-                             std::string(db_->kind()), "", "semaphore_permits");
-      }
-      if (stored == permits) {
-        std::lock_guard lk(semaphores_mu_);
-        semaphores_[name] = stored;
-      }
-    }
-    if (stored != permits) {
-      throw invalid_argument("semaphore '" + name + "' has " + std::to_string(stored) + " permits; asked with " +
-                             std::to_string(permits) + " (the number of permits is fixed at the name's first use)");
-    }
-  }
-
   const std::uint64_t scope = options_.scope == holder_scope::per_thread ? thread_number() : 0;
   auto self = shared_from_this();
   const std::string owner = next_owner();
@@ -501,6 +477,38 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
     }
     throw acquire_timeout(msg, name, last.holder, last.time_left, std::string(db_->kind()));
   };
+
+  // The permit count is stored with the name at its first use; a different count changes nothing.
+  // Storing it waits for the database's write lock (SQLite) no longer than this call's deadline: a
+  // try beside another connection's write transaction is refused at once, a wait keeps trying.
+  {
+    int stored = 0;
+    {
+      std::lock_guard lk(semaphores_mu_);
+      if (auto it = semaphores_.find(name); it != semaphores_.end()) stored = it->second;
+    }
+    while (stored == 0) {
+      const std::optional<int> got = db_->semaphore_permits(name, permits, waits ? deadline : steady::now());
+      if (got) {
+        stored = *got;
+        if (stored == 0) {
+          throw schema_missing("semaphore '" + name + "' has no stored permit count (a read-only client cannot store it)",
+                               std::string(db_->kind()), "", "semaphore_permits");
+        }
+        if (stored == permits) {
+          std::lock_guard lk(semaphores_mu_);
+          semaphores_[name] = stored;
+        }
+        break;
+      }
+      if (!waits || steady::now() >= deadline) return give_up();
+      if (stop.stop_requested()) throw cancelled("acquire of a permit of semaphore '" + name + "' cancelled");
+    }
+    if (stored != permits) {
+      throw invalid_argument("semaphore '" + name + "' has " + std::to_string(stored) + " permits; asked with " +
+                             std::to_string(permits) + " (the number of permits is fixed at the name's first use)");
+    }
+  }
 
   const std::string key = permit_queue_key(name);
   if (!queues_.has_waiters(key) || !waits) {

@@ -372,7 +372,7 @@ std::optional<lock_info> fake_backend::inspect(const std::string& name) {
   return out;
 }
 
-int fake_backend::semaphore_permits(const std::string& name, int permits) {
+std::optional<int> fake_backend::semaphore_permits(const std::string& name, int permits, steady::time_point) {
   std::lock_guard lk(db_->mu);
   return db_->semaphores.try_emplace(name, permits).first->second;
 }

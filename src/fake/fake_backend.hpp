@@ -83,7 +83,7 @@ class fake_backend final : public backend {
   std::optional<lock_info> inspect(const std::string& name) override;
   std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override;
   std::vector<lock_info> list_locks() override;
-  int semaphore_permits(const std::string& name, int permits) override;
+  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override;
   queue_outcome queue_poll(const queue_request& request) override;
   void queue_leave(const std::string& owner, steady::time_point deadline) override;
   std::vector<queue_waiter> list_queue() override;

@@ -370,7 +370,8 @@ class mysql_backend final : public backend {
     });
   }
 
-  int semaphore_permits(const std::string& name, int permits) override {
+  // Like PostgreSQL's, the INSERT IGNORE waits only for another first use of the same name.
+  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point) override {
     std::lock_guard lock(caller_mutex_);
     return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> int {
       if (!options_.read_only) {

@@ -452,7 +452,9 @@ class postgresql_backend final : public backend {
     return first_lock_row(live_range_, {lo, hi});
   }
 
-  int semaphore_permits(const std::string& name, int permits) override {
+  // The INSERT ... ON CONFLICT DO NOTHING waits only for another first use of the same name (a
+  // statement, not a transaction, of this library), so it keeps the I/O bound, not `deadline`.
+  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point) override {
     std::lock_guard lock(caller_mutex_);
     const auto deadline = steady::now() + io_timeout;
     if (!options_.read_only) {

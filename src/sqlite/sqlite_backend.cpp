@@ -342,7 +342,7 @@ class sqlite_backend final : public backend {
     return out;
   }
 
-  int semaphore_permits(const std::string& name, int permits) override {
+  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override {
     std::lock_guard lk(caller_mu_);
     // Read first: a stored count (every use but the first) needs no write, and so no wait for the
     // database's write lock (a WAL reader is never blocked). A try beside another connection's
@@ -356,11 +356,19 @@ class sqlite_backend final : public backend {
       return static_cast<int>(run.int_at(0));
     };
     if (const int known = stored(); known != 0 || read_only()) return known;
-    statement_run reg = lease_statement(caller_, "semaphore_register");
-    reg.bind(1, name);
-    reg.bind(2, std::int64_t{permits});
-    count_statement();
-    reg.step();
+    // The first use stores it: a write, which waits for another connection's write transaction
+    // no longer than the acquire's deadline (in steps of acquire_busy_ms, like an acquire).
+    try {
+      busy_timeout_scope scope(caller_.db.get(),
+                               std::min(acquire_busy_ms, time_until(deadline, std::chrono::milliseconds(1)).count()));
+      statement_run reg = lease_statement(caller_, "semaphore_register");
+      reg.bind(1, name);
+      reg.bind(2, std::int64_t{permits});
+      count_statement();
+      reg.step();
+    } catch (const lock_not_available&) {
+      return std::nullopt;
+    }
     return stored();
   }
 

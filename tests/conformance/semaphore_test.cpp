@@ -140,6 +140,37 @@ TEST(Semaphore, ATryBesideAnotherClientsWriteTransactionAnswersAtOnce) {
   g->release();
 }
 
+// The first use of a semaphore name stores its permit count: a write, which on SQLite waits for any
+// other write transaction. Beside one, a try still answers at once and a bounded wait ends at its
+// bound, neither with an error; the name works once the transaction has ended. Before, the first
+// use waited the 5 s busy timeout and threw "database is locked".
+TEST(Semaphore, TheFirstUseBesideAnotherClientsWriteTransactionAnswersWithinItsBound) {
+  using std::chrono::steady_clock;
+  auto a = make_client();
+  auto b = make_client();
+  user_table t(a, {{1, 10}});
+  const auto name = unique_name("sem_first_tx");
+  auto tx = a.begin();
+  tx.execute("UPDATE " + t.name() + " SET qty = qty + 1 WHERE id = ?", {std::int64_t{1}});
+  auto took_since = [](steady_clock::time_point t0) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - t0);
+  };
+  std::optional<sqllock::lease_guard> g;
+  auto started = steady_clock::now();
+  EXPECT_NO_THROW(g = b.try_acquire_permit_for(name, 2, 0ms));
+  EXPECT_LT(took_since(started), 2000ms) << "a first-use try beside a write transaction came back late";
+  if (g) g->release();
+  g.reset();
+  started = steady_clock::now();
+  EXPECT_NO_THROW(g = b.try_acquire_permit_for(name, 2, 700ms));
+  EXPECT_LT(took_since(started), 3000ms) << "a first-use wait of 700 ms beside a write transaction came back late";
+  if (g) g->release();
+  g.reset();
+  tx.commit();
+  auto h = b.try_acquire_permit(name, 2);
+  EXPECT_TRUE(h) << "no permit once the transaction had ended";
+}
+
 // The permit of a holder that stops renewing (it died) expires on the database clock and is free
 // again; its guard reports the loss.
 TEST(Semaphore, APermitOfADeadHolderExpiresAndBecomesAvailable) {

@@ -913,59 +913,120 @@ TEST_F(PostgreSQL, AFairHoldGuardingAnAdoptedTransactionIsNotHandedOverUntilTheA
   EXPECT_TRUE(entered.load());
 }
 
-// The guard's mark at the SQL level: a guard whose statement began before a reader-writer release
-// committed (its snapshot still shows the lease held; it then waits for the release's advisory
-// lock) must not pass on the row the release freed. The library never sends the two together (the
-// client holds a release back while it runs a guard of the lease), so the statements are sent here
-// directly, each on its own connection.
-TEST_F(PostgreSQL, AGuardRacingAReaderWriterReleaseDoesNotPassOnTheRowItFreed) {
+// A guard racing a release at the SQL level: `release` (an embedded statement) runs in a transaction
+// on one connection for the lease whose holder is `holder`, with `params` after (name, owner,
+// token); before it commits, lease_guard.sql for the same lease is sent on another connection. The
+// library never sends the two together (the client holds a release back while it runs a guard of
+// that lease), so the statements are sent here directly. Reports the release's first row, whether
+// the guard waited (for the release's advisory lock or its row lock) and the rows it passed.
+namespace {
+struct guard_race {
+  std::vector<std::optional<std::string>> released;  // the release's first row (nullopt: NULL)
+  bool guard_waited = false;
+  int guard_rows = -1;  // -1: the guard's statement failed
+};
+guard_race race_guard_against_release(const std::string& url, const std::string& admin_url, const std::string& holder,
+                                      const char* release, const std::vector<const char*>& params) {
   namespace d = sqllock::detail;
-  sqllock::client_options o;
-  o.holder_id = unique("pg_guard_race");
-  auto a = client(o);
-  const std::string name = unique("pg_guard_race_lock");
-  auto r = a.try_acquire_read(name, {.ttl = 30s});
-  ASSERT_TRUE(r);
-  pg_handle admin(admin_url());
-  ASSERT_TRUE(admin.ok());
-  PGresult* row = PQexec(admin.c, ("SELECT name, owner, token::text FROM sqllock_locks WHERE holder_id = '" + o.holder_id + "'").c_str());
-  ASSERT_EQ(PQntuples(row), 1);
+  guard_race out;
+  pg_handle admin(admin_url);
+  if (!admin.ok()) {
+    ADD_FAILURE() << "no admin connection";
+    return out;
+  }
+  PGresult* row = PQexec(admin.c, ("SELECT name, owner, token::text FROM sqllock_locks WHERE holder_id = '" + holder + "'").c_str());
+  if (PQntuples(row) != 1) {
+    PQclear(row);
+    ADD_FAILURE() << "no single row of holder " << holder;
+    return out;
+  }
   const std::string row_name = PQgetvalue(row, 0, 0), owner = PQgetvalue(row, 0, 1), token = PQgetvalue(row, 0, 2);
   PQclear(row);
   auto sql = [](const char* statement) {
     return d::render_sql(d::embedded_sql(sqllock::dialect::postgresql, statement), "sqllock_locks", sqllock::dialect::postgresql);
   };
-  const std::string release_sql = sql("lease_release"), guard_sql = sql("lease_guard");
-  pg_handle rel(url()), guard(url());
-  ASSERT_TRUE(rel.ok() && guard.ok());
-  rel.run("BEGIN");
-  {
-    const char* params[6] = {row_name.c_str(), owner.c_str(), token.c_str(), "0", nullptr, "true"};
-    PGresult* res = PQexecParams(rel.c, release_sql.c_str(), 6, nullptr, params, nullptr, nullptr, 0);
-    ASSERT_EQ(PQresultStatus(res), PGRES_TUPLES_OK) << PQresultErrorMessage(res);
-    ASSERT_EQ(PQntuples(res), 1);
-    EXPECT_STREQ(PQgetvalue(res, 0, 0), "t") << "the release did not free the row";
-    PQclear(res);
+  const std::string release_sql = sql(release), guard_sql = sql("lease_guard");
+  pg_handle rel(url), guard(url);
+  if (!rel.ok() || !guard.ok()) {
+    ADD_FAILURE() << "no connection";
+    return out;
   }
+  rel.run("BEGIN");
+  std::vector<const char*> all{row_name.c_str(), owner.c_str(), token.c_str()};
+  all.insert(all.end(), params.begin(), params.end());
+  PGresult* res = PQexecParams(rel.c, release_sql.c_str(), static_cast<int>(all.size()), nullptr, all.data(), nullptr, nullptr, 0);
+  if (PQresultStatus(res) != PGRES_TUPLES_OK || PQntuples(res) != 1) {
+    ADD_FAILURE() << "the release failed or returned no row: " << PQresultErrorMessage(res);
+    PQclear(res);
+    return out;
+  }
+  for (int i = 0; i < PQnfields(res); ++i) {
+    out.released.push_back(PQgetisnull(res, 0, i) ? std::nullopt : std::optional<std::string>(PQgetvalue(res, 0, i)));
+  }
+  PQclear(res);
   guard.run("BEGIN");
   const std::string guard_pid = guard.run("SELECT pg_backend_pid()");
-  {
-    const char* params[3] = {row_name.c_str(), owner.c_str(), token.c_str()};
-    ASSERT_EQ(PQsendQueryParams(guard.c, guard_sql.c_str(), 3, nullptr, params, nullptr, nullptr, 0), 1);
+  const char* guard_params[3] = {row_name.c_str(), owner.c_str(), token.c_str()};
+  if (PQsendQueryParams(guard.c, guard_sql.c_str(), 3, nullptr, guard_params, nullptr, nullptr, 0) != 1) {
+    ADD_FAILURE() << "the guard could not be sent";
+    return out;
   }
-  // The guard waits (for the release's advisory lock or its row lock) before the release commits.
-  const bool waiting = sqllock_testing::eventually(
+  out.guard_waited = sqllock_testing::eventually(
       [&] { return admin.run("SELECT wait_event_type FROM pg_stat_activity WHERE pid = " + guard_pid) == "Lock"; }, 5s);
   rel.run("COMMIT");
-  PGresult* res = PQgetResult(guard.c);
-  ASSERT_NE(res, nullptr);
-  const auto status = PQresultStatus(res);
-  const int rows = status == PGRES_TUPLES_OK ? PQntuples(res) : -1;
+  res = PQgetResult(guard.c);
+  if (res && PQresultStatus(res) == PGRES_TUPLES_OK) out.guard_rows = PQntuples(res);
   PQclear(res);
   while ((res = PQgetResult(guard.c)) != nullptr) PQclear(res);
-  EXPECT_TRUE(waiting) << "the guard did not wait for the release";
-  EXPECT_EQ(rows, 0) << "the guard passed on a row its lease's release had freed (status " << PQresStatus(status) << ")";
   guard.run("ROLLBACK");
+  return out;
+}
+}  // namespace
+
+// The guard's mark at the SQL level: a guard whose statement began before a reader-writer release
+// committed (its snapshot still shows the lease held; it then waits for the release's advisory
+// lock) must not pass on the row the release freed.
+TEST_F(PostgreSQL, AGuardRacingAReaderWriterReleaseDoesNotPassOnTheRowItFreed) {
+  sqllock::client_options o;
+  o.holder_id = unique("pg_guard_race");
+  auto a = client(o);
+  auto r = a.try_acquire_read(unique("pg_guard_race_lock"), {.ttl = 30s});
+  ASSERT_TRUE(r);
+  const auto race = race_guard_against_release(url(), admin_url(), o.holder_id, "lease_release", {"0", nullptr, "true"});
+  ASSERT_FALSE(race.released.empty());
+  EXPECT_EQ(race.released[0], "t") << "the release did not free the row";
+  EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
+  EXPECT_EQ(race.guard_rows, 0) << "the guard passed on a row its lease's release had freed (-1: it failed)";
+}
+
+// The same race for a fair release that hands the lease over: the hand-over is a plain UPDATE that
+// changes no key, which a guard's FOR KEY SHARE does not wait for, so a guard whose statement began
+// before the release committed would pass on a row that now belongs to the next ticket's owner.
+// The release locks the row FOR UPDATE first (fair_release.sql), so the guard waits and reads the
+// row again.
+TEST_F(PostgreSQL, AGuardRacingAFairHandOverDoesNotPassOnTheRowItHandedOn) {
+  sqllock::client_options o;
+  o.holder_id = unique("pg_fair_race");
+  auto a = client(o);
+  auto b = client();
+  const std::string name = unique("pg_fair_race_lock");
+  auto g = a.try_acquire(name, {.ttl = 30s, .fair = true});
+  ASSERT_TRUE(g);
+  std::atomic<bool> entered{false};
+  std::jthread taker([&] {
+    auto h = b.acquire_for(name, 20s, {.ttl = 10s, .fair = true});
+    entered = static_cast<bool>(h);
+  });
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return a.list_queue().size() == 1; }, 10s)) << "b took no ticket";
+  const auto race = race_guard_against_release(url(), admin_url(), o.holder_id, "fair_release", {nullptr});
+  ASSERT_EQ(race.released.size(), 3u);
+  EXPECT_EQ(race.released[0], "t") << "the release did not release the row";
+  EXPECT_TRUE(race.released[1]) << "the release did not hand the row over to the waiting ticket";
+  EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
+  EXPECT_EQ(race.guard_rows, 0) << "the guard passed on a row its lease's release had handed to the next ticket (-1: it failed)";
+  g.reset();  // its row is no longer its own: the release finds nothing to free
+  taker.join();
+  EXPECT_TRUE(entered.load()) << "the waiting ticket never learned that it holds the lock";
 }
 
 // A reader-writer release that meets a brief row lock that is no guard (another reader's or a

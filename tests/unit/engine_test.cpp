@@ -715,6 +715,26 @@ TEST(Engine, RenewingAnInnerHoldPastItsMaxHoldFailsAsLostAndTheOuterHoldKeepsThe
   EXPECT_EQ(f.fake->count(d::fake_op::renew), renewals + 1);
 }
 
+// Once an inner hold has been reported lost alone, releasing the outer hold releases the lease: the
+// lost hold, still undropped, keeps nothing. Before, the row stayed taken until the lost hold's guard
+// was dropped or the TTL ran out (30 s here).
+TEST(Engine, ReleasingTheOuterHoldReleasesTheLeaseWhenOnlyAHoldLostAloneRemains) {
+  engine_fixture f({.scope = sqllock::holder_scope::per_client});
+  auto outer = f.try_acquire("n", {.ttl = 30s});
+  ASSERT_TRUE(outer);
+  auto inner = f.try_acquire("n", {.ttl = 30s, .max_hold = 100ms});
+  ASSERT_TRUE(inner);
+  ASSERT_EQ(inner->acq, outer->acq);
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return inner->lost.load(); }, 5s)) << "the inner hold was never reported lost";
+  ASSERT_FALSE(outer->acq->lost.load());
+  f.engine->release(*outer);
+  auto other = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(f.db), sqllock::client_options{});
+  auto g = other->acquire("n", {}, 0ms, {}, false);
+  EXPECT_TRUE(g) << "the lease stayed taken after its only kept hold was released";
+  EXPECT_NO_THROW(f.engine->release(*inner));
+  if (g) other->release(*g);
+}
+
 TEST(Engine, WaitersOfOneClientAreServedInArrivalOrder) {
   engine_fixture f;
   auto holder = std::make_unique<engine_fixture>();

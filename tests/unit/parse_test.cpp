@@ -165,6 +165,7 @@ TEST(ConnectUrlOptions, UnknownOrBadSqllockParametersAreInvalidArguments) {
   std::filesystem::remove(file);
   std::filesystem::remove(file + "-wal");
   std::filesystem::remove(file + "-shm");
+  std::filesystem::remove(file + "-sqllock-wait");
 }
 
 // Found by fuzz_url: an escaped '@' or ':' in a host read back from redacted() as user-info or

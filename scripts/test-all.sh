@@ -132,7 +132,11 @@ run() {  # run TITLE ctest-args...: run ctest, count, remember failure, keep goi
   [[ "$bad" -eq 0 ]] || echo "=== $title: $bad FAILED"
 }
 
-configure release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLLOCK_BUILD_BENCH=ON
+# -g1: line tables and function names (backtraces with file:line), no variable or type
+# descriptions that nothing in the run reads; the same code as -g (gcc never lets -g change it),
+# about a quarter less compiler CPU on the critical path of the run.
+configure release -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSQLLOCK_BUILD_BENCH=ON \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG" "-DCMAKE_C_FLAGS_RELWITHDEBINFO=-O2 -g1 -DNDEBUG"
 # The Galera cluster starts while the release tree builds: about 20 s of waiting on its nodes
 # (about 3 s of CPU) that no longer comes after the build. No test runs before both are done.
 "$root/scripts/galera-cluster.sh" start "$work/galera" >"$work/galera-start.log" 2>&1 &

@@ -392,35 +392,64 @@ TEST(MysqlRowLock, RowsLockedBeforeTheUnavailableOneStayLockedUntilTheTransactio
   EXPECT_TRUE(other.lock_rows(lock_request(t, {1}, sqllock::lock_wait::nowait)).acquired());
 }
 
-// ---- a fair release whose ticket DELETE is a deadlock victim ---------------------------------
+// ---- a fair release that is a deadlock victim ------------------------------------------------
 
 // CI's quick benchmark (scenario 3: 8 processes on one fair lock) died with "lease ... (token 13)
-// was lost" from a release that had in fact released. A fair release on MariaDB is two autocommit
-// statements, and a deadlock victim is run again from the first; the hand-over (fair_release.sql)
-// went first, so when the ticket DELETE after it was the victim, the rerun hand-over found the
-// row handed on and release() threw lease_lost. Here an application transaction makes that DELETE
-// the victim: it reads the holder's ticket in share mode and has written more than the DELETE (the
-// lighter transaction is rolled back), then asks for the ticket's index entry the DELETE locked.
-TEST(MysqlFair, AReleaseWhoseTicketDeleteIsADeadlockVictimStillReleasesTheLock) {
+// was lost" from a release that had in fact released: a fair release was then two autocommit
+// statements, a deadlock victim was run again from the first, and a rerun hand-over found the row
+// already handed on. It is now one statement (fair_release.sql: the hand-over, or the row freed,
+// and the releaser's ticket expired), which a deadlock rolls back whole and with_lane runs again.
+// Here an application transaction makes it the victim while a second fair client waits in line:
+// the transaction reads the holder's ticket in share mode (the release, holding the lock row,
+// waits to expire that ticket) and has written more than the release (the lighter transaction is
+// rolled back), then asks for the lock row. The release must still hand the lock over, once: no
+// lease_lost, the waiter holds it with the next token, and the holder's ticket is no longer live.
+TEST(MysqlFair, AReleaseThatIsADeadlockVictimStillHandsTheLockOverOnce) {
   auto holder = make_client();
   const std::string name = unique_name("fairdl");
   auto g = holder.acquire_for(name, 10s, {.fair = true});
-  user_table heavy(40);
+  const std::int64_t token = g.fencing_token();
   auto admin = admin_connection();
+  auto count = [&](const std::string& text, const std::string& param) {
+    std::unique_ptr<sql::PreparedStatement> ps(admin->prepareStatement(text));
+    ps->setString(1, param);
+    std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+    return rs->next() ? rs->getInt64(1) : std::int64_t{-1};
+  };
+  // The waiter: polls and ticket renewals 5 s apart, so it sends nothing meanwhile.
+  auto waiter = make_client({.poll_min = 5s, .poll_max = 5s});
+  std::atomic<std::int64_t> waiter_token{0};
+  std::thread waiter_thread([&] {
+    if (auto w = waiter.try_acquire_for(name, 20s, {.fair = true, .fair_ticket_ttl = 20s})) {
+      waiter_token = w->fencing_token();
+    }
+  });
+  bool queued = false;
+  for (int i = 0; i < 500 && !queued; ++i) {
+    queued = count("SELECT COUNT(*) FROM sqllock_locks_queue WHERE name = ?", name) == 2;
+    if (!queued) std::this_thread::sleep_for(10ms);
+  }
+  std::string owner;
+  {
+    std::unique_ptr<sql::PreparedStatement> ps(admin->prepareStatement("SELECT owner FROM sqllock_locks WHERE name = ?"));
+    ps->setString(1, name);
+    std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
+    if (rs->next()) owner = rs->getString(1);
+  }
+  user_table heavy(40);
   const std::string deadlocks_sql =
       "SELECT CAST(VARIABLE_VALUE AS SIGNED) FROM information_schema.GLOBAL_STATUS "
       "WHERE VARIABLE_NAME = 'INNODB_DEADLOCKS'";
   const std::int64_t deadlocks_before = scalar(*admin, deadlocks_sql);
   auto tx = raw_connection(url(), false);
   run(*tx, "UPDATE " + heavy.name() + " SET qty = qty + 1");  // 40 undo records: the heavier one
-  std::string owner;
+  bool share_locked = false;
   {
     std::unique_ptr<sql::PreparedStatement> ps(
-        tx->prepareStatement("SELECT owner FROM sqllock_locks_queue WHERE name = ? LOCK IN SHARE MODE"));
-    ps->setString(1, name);
+        tx->prepareStatement("SELECT seq FROM sqllock_locks_queue WHERE owner = ? LOCK IN SHARE MODE"));
+    ps->setString(1, owner);
     std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
-    ASSERT_TRUE(rs->next()) << "the fair holder has no ticket";
-    owner = rs->getString(1);
+    share_locked = rs->next();
   }
   std::atomic<int> outcome{-1};  // 0 released, 1 lease_lost, 2 another error
   std::string what;
@@ -436,44 +465,47 @@ TEST(MysqlFair, AReleaseWhoseTicketDeleteIsADeadlockVictimStillReleasesTheLock) 
       outcome = 2;
     }
   });
-  // The release's ticket DELETE waits for tx's share lock on the ticket's row: a one-row DELETE
-  // still running after 200 ms (information_schema.INNODB_TRX of MariaDB 10.11 does not list this
-  // waiting autocommit statement; the deadlock counter below checks what happened).
+  // The release waits for tx's share lock on the ticket: fair_release.sql still running after
+  // 200 ms (information_schema.INNODB_TRX of MariaDB 10.11 does not list this waiting autocommit
+  // statement; the deadlock counter below checks what happened).
   bool waiting = false;
   for (int i = 0; i < 500 && !waiting; ++i) {
     waiting = scalar(*admin,
                      "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE TIME_MS >= 200 "
-                     "AND INFO LIKE '%DELETE FROM `sqllock_locks_queue`%'") > 0;
+                     "AND INFO LIKE '%LEFT JOIN `sqllock_locks_queue` AS mine%'") > 0;
     if (!waiting) std::this_thread::sleep_for(10ms);
   }
   std::string tx_error;
   if (waiting) {
     try {
       std::unique_ptr<sql::PreparedStatement> ps(
-          tx->prepareStatement("SELECT seq FROM sqllock_locks_queue WHERE owner = ? FOR UPDATE"));
-      ps->setString(1, owner);
+          tx->prepareStatement("SELECT token FROM sqllock_locks WHERE name = ? FOR UPDATE"));
+      ps->setString(1, name);
       std::unique_ptr<sql::ResultSet> rs(ps->executeQuery());
     } catch (const sql::SQLException& e) {
       tx_error = std::to_string(e.getErrorCode()) + " " + e.what();
     }
   }
-  tx->rollback();  // the rerun DELETE, waiting for tx again, goes on
+  tx->rollback();  // the rerun release, waiting for tx again, goes on
   releaser.join();
-  ASSERT_TRUE(waiting) << "the release's ticket DELETE never waited for the application's transaction";
-  ASSERT_EQ(tx_error, "") << "the application's transaction, not the ticket DELETE, was the deadlock victim";
+  waiter_thread.join();
+  ASSERT_TRUE(queued) << "the waiter never took its ticket";
+  ASSERT_TRUE(share_locked) << "the holder has no ticket";
+  ASSERT_TRUE(waiting) << "the release never waited for the application's transaction";
+  ASSERT_EQ(tx_error, "") << "the application's transaction, not the release, was the deadlock victim";
   EXPECT_GE(scalar(*admin, deadlocks_sql), deadlocks_before + 1) << "no deadlock happened";
   EXPECT_EQ(outcome.load(), 0) << what;
   EXPECT_FALSE(g.owns());
   EXPECT_FALSE(g.lost());
-  // Released for real: another client takes the lock at once, and no ticket is left behind.
+  // Handed over once: the waiter got the next token (a second hand-over would have skipped one).
+  EXPECT_EQ(waiter_token.load(), token + 1);
+  // The holder's ticket is not live, and the next fair entry's prune deletes it (expired 10 s ago
+  // or more); the waiter's call, done, deleted its own.
+  EXPECT_EQ(count("SELECT COUNT(*) FROM sqllock_locks_queue WHERE owner = ? "
+                  "AND expires_at > UTC_TIMESTAMP(6) - INTERVAL 10 SECOND", owner), 0);
+  // Released for real: another client takes the lock at once.
   auto other = make_client();
   EXPECT_TRUE(other.try_acquire(name).has_value());
-  std::unique_ptr<sql::PreparedStatement> left(
-      admin->prepareStatement("SELECT COUNT(*) FROM sqllock_locks_queue WHERE name = ?"));
-  left->setString(1, name);
-  std::unique_ptr<sql::ResultSet> rs(left->executeQuery());
-  ASSERT_TRUE(rs->next());
-  EXPECT_EQ(rs->getInt64(1), 0);
 }
 
 // ---- the InnoDB trap -------------------------------------------------------------------------

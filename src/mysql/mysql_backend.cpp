@@ -343,7 +343,9 @@ class mysql_backend final : public backend {
       out.seq = to_int(r[0][0]);
       out.ahead = to_int(r[0][1]);
       out.mine = truthy(r[0][2]);
-      if (waker_ && r[0].size() > 3 && r[0][3]) waker_->note_state(req.name, *r[0][3]);
+      // No lock row (the name never acquired) is a state too, "none" (as the waker reads it): the
+      // releases before the waiter connection's first look are counted from it.
+      if (waker_ && r[0].size() > 3) waker_->note_state(req.name, r[0][3] ? *r[0][3] : std::string("none"));
       return out;
     });
   }

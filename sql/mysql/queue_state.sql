@@ -1,8 +1,8 @@
 -- Where a fair waiter stands: its owner id. Columns: its ticket's seq, the number of live tickets
 -- ahead of it (the live holder's own ticket not counted), whether the lock row is already this
 -- owner's live lease (handed over by fair_release.sql), and the lock row's state as in
--- wake_row_state.sql (the waker counts the releases after this answer from it). No row: the
--- ticket is gone.
+-- wake_row_state.sql (the waker counts the releases after this answer from it; NULL when the name
+-- has no lock row yet, counted from as "none"). No row: the ticket is gone.
 SELECT q.seq,
        (SELECT count(*) FROM {{locks_queue}} AS a
         WHERE a.name = q.name AND a.seq < q.seq AND a.expires_at > UTC_TIMESTAMP(6)

@@ -343,7 +343,9 @@ class mysql_backend final : public backend {
       out.seq = to_int(r[0][0]);
       out.ahead = to_int(r[0][1]);
       out.mine = truthy(r[0][2]);
-      if (waker_ && r[0].size() > 3 && r[0][3]) waker_->note_state(req.name, *r[0][3]);
+      // No lock row (the name never acquired) is a state too, "none" (as the waker reads it): the
+      // releases before the waiter connection's first look are counted from it.
+      if (waker_ && r[0].size() > 3) waker_->note_state(req.name, r[0][3] ? *r[0][3] : std::string("none"));
       return out;
     });
   }
@@ -704,24 +706,28 @@ class mysql_backend final : public backend {
     return matched;
   }
 
-  // A fair holder's release: its ticket first (queue_leave.sql), then hand-over or free
-  // (fair_release.sql). Two autocommit statements, and with_lane runs both again when either is a
-  // deadlock victim, so the one that cannot be repeated goes last: deleting a ticket again is a
-  // no-op, but a second fair_release after the first committed finds the row handed on and would
-  // report the lease lost (the DELETE and the UPDATE's reading of the queue take their row locks in
-  // opposite index orders, so they do deadlock under contention: CI's scenario 3 on MariaDB). The
-  // ticket gone first also means a waiter abandoning its call cannot be handed the lock between
-  // the two statements. Nothing reads the holder's own ticket meanwhile: queue_state.sql and
-  // queue_list.sql leave a live holder's ticket out, and fair_release.sql picks another owner's.
+  // A fair holder's release: one statement (fair_release.sql) hands the lock over (or frees it) and
+  // expires the holder's ticket, so a fair release commits once. Deadlock victims are rolled back
+  // and run again by with_lane. A caller that holds nothing (a waiter giving up its call) matches
+  // no row: its ticket is then deleted (queue_leave.sql) and the release sent again, last, so a
+  // lease handed to it before the delete is handed on (with the ticket gone, no later release can
+  // hand it the lock; the rerun after a deadlock starts again at the first). Nothing reads the holder's own ticket meanwhile: queue_state.sql
+  // and queue_list.sql leave a live holder's ticket out, and fair_release.sql picks another owner's.
   bool fair_release_on(lane_state& l, connection& c, const release_request& req) {
     const value owner(req.lease.owner);
     const value token(req.lease.token);
     const bool ours = owns_wake_lock(l, req);
-    count_statement();
-    c.execute(sql_.queue_leave, {owner}, "queue_leave", true);
-    count_statement();
-    const bool matched = c.execute(sql_.fair_release, {req.lease.name, owner, req.lease.name, owner, token, token},
-                                   "fair_release", true) > 0;
+    auto release = [&] {
+      count_statement();
+      return c.execute(sql_.fair_release, {owner, req.lease.name, owner, req.lease.name, owner, token, token},
+                       "fair_release", true) > 0;
+    };
+    bool matched = release();
+    if (!matched) {
+      count_statement();
+      c.execute(sql_.queue_leave, {owner}, "queue_leave", true);
+      matched = release();
+    }
     if (ours) release_wake_lock(l, c, req.lease.name);
     if (matched && &l != &caller_) note_stale_wake_lock(req);
     return matched;

@@ -110,3 +110,38 @@ TEST(LeaderLatch, IsLeaderIsFalsePastTheLeasesSafePointBeforeTheLossIsReported) 
   go = true;
   EXPECT_TRUE(sqllock_testing::eventually([&] { return revoked.load() > 0; }, 5s)) << "the loss was never reported";
 }
+
+// Once the term's lease is past its loss point, is_leader() is false for good in that term. A
+// renewal sent before the loss point but answered after it, while the client's deadline thread
+// (which would have reported the loss at that point and dropped the late answer) is held up,
+// moved the lease's valid_until on: usable(), and with it is_leader(), turned true again for the
+// same term. The book now applies its own rule to such an answer: past the loss point the lease
+// is lost, whatever a renewal answers afterwards.
+TEST(LeaderLatch, IsLeaderStaysFalseForTheTermOnceItsLeaseWasPastItsLossPoint) {
+  auto db = std::make_shared<d::fake_database>();
+  auto backend = std::make_unique<d::fake_backend>(db);
+  auto* fake = backend.get();
+  auto c = d::client_access::make(std::move(backend), {.require_schema = false});
+
+  std::atomic<bool> go{false};
+  auto stall = hold_up_deadline_thread(c, go);
+  ASSERT_TRUE(stall) << "the deadline thread was never held up";
+
+  std::atomic<steady::rep> elected_at{0};
+  sqllock::leader_latch_options o;
+  o.lease = {.ttl = 3s};  // loss point 2820 ms after the acquire began; renewed from 1000 ms
+  o.on_elected = [&](std::int64_t) { elected_at = steady::now().time_since_epoch().count(); };
+  sqllock::leader_latch latch(c, "election", o);
+  ASSERT_TRUE(latch.await_leadership(5s));
+  const auto first_term = latch.fencing_token();
+  fake->delay_answer(d::fake_op::renew, 2000ms);  // the first renewal answers about 3000 ms in
+  const auto elected = steady::time_point(steady::duration(elected_at.load()));
+  std::this_thread::sleep_until(elected + 2900ms);
+  EXPECT_FALSE(latch.is_leader()) << "is_leader() past the lease's loss point";
+  std::this_thread::sleep_until(elected + 3400ms);  // the renewal has answered (matched)
+  // A new term (its lease taken after the lost one was released) may lead by now: not this one.
+  const auto token = latch.fencing_token();
+  EXPECT_NE(token, first_term) << "is_leader() turned true again for the term whose lease was past its loss point";
+  fake->heal(d::fake_op::renew);
+  go = true;
+}

@@ -146,7 +146,12 @@ struct SQLLOCK_EXPORT lease_options {
   /// this hold: a re-entered (nested) hold past its max_hold is reported lost alone (its lost(),
   /// on_lost; usable() false) while the acquisition's other holds keep the lease, renewed as
   /// before; the lease itself stops being renewed, and is reported lost, once every hold of it
-  /// is past its max_hold (a hold without one keeps it renewed until it is released).
+  /// is past its max_hold (a hold without one keeps it renewed until it is released). It counts
+  /// from the start of the acquiring statement, like the TTL: an acquire answered at or after it
+  /// would hand out a hold that is over already, so every acquire (try or waiting, lock, permit,
+  /// read or write lock) throws lease_lost instead, frees the row, and is not tried again (its
+  /// next statement would be as slow; a max_hold shorter than the database's answer time cannot
+  /// be met).
   std::chrono::milliseconds max_hold{0};
   /// Lower bound on holding (ShedLock's lockAtLeastFor): a release earlier than acquisition +
   /// min_hold leaves the lease held until then (it is shortened to end there). Zero: none.

@@ -211,6 +211,11 @@ void lease_book::renewed(const renew_batch& batch, const std::vector<std::size_t
     const auto ttl = batch.items[i].ttl;
     if (failed) {
       a.next_renew = now + std::clamp(a.last_ttl / 10, milliseconds(5), milliseconds(1000));
+    } else if (ok[i] && now >= a.valid_until_time() - loss_margin(a.last_ttl)) {
+      // Answered at or past the loss point, where expire() reports the lease lost (the deadline
+      // thread may run late) and usable() has said so: it stays lost, or usable() and a leader
+      // latch's is_leader() would turn true again after being false.
+      lost_locked(a, "the renewal was answered after the lease's loss point", notices);
     } else if (ok[i]) {
       const auto until = t0 + ttl;
       if (until > a.valid_until_time()) {

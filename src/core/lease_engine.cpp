@@ -188,8 +188,20 @@ lease_engine::~lease_engine() {
 }
 
 std::shared_ptr<lease_state> lease_engine::record(const lease_ref& ref, std::uint64_t scope, steady::time_point started,
-                                                  const lease_options& options,
+                                                  const lease_options& options, const std::string& what,
                                                   const std::shared_ptr<lease_engine>& self) {
+  const auto now = steady::now();
+  if (options.max_hold.count() > 0 && now >= started + options.max_hold) {
+    const auto late = std::chrono::duration_cast<milliseconds>(now - started);
+    log_message(options_, log_level::warning,
+                "the acquire of " + what + " (token " + std::to_string(ref.token) + ") was answered " +
+                    format_ms(late) + " after it started, at or past its max_hold: not used, released by owner id");
+    throw lease_lost("the acquire of " + what + " was answered " + format_ms(late) +
+                         " after it started, at or past its max_hold of " + format_ms(options.max_hold) +
+                         ": the hold ended before it could be handed out; its row is released and the acquire is "
+                         "not tried again (a max_hold shorter than the database's answer time can never be met)",
+                     std::string(db_->kind()), "", "lease_acquire");
+  }
   auto h = book_.add(ref, label_, scope, started, options, self);
   if (!h) {
     log_message(options_, log_level::warning,
@@ -319,10 +331,12 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
     }
     lost.error = nullptr;
     if (!last.acquired) return nullptr;
-    auto h = record({name, owner, last.token}, scope, lease_start(t0, last), options, self);
-    if (!h) {  // answered too late: this owner holds the row, freed below unless a later try uses it
-      may_hold = true;
-      may_hold_at = t0;
+    // This owner holds the row: freed when the call ends without a lease (record() may refuse it,
+    // or throw: answered past its max_hold), unless a later try uses it.
+    may_hold = true;
+    may_hold_at = t0;
+    auto h = record({name, owner, last.token}, scope, lease_start(t0, last), options, what, self);
+    if (!h) {  // answered after its loss point: a later try may find the row again
       last.acquired = false;
       return nullptr;
     }
@@ -444,11 +458,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
         if (!got.holder.empty() && (last.holder.empty() || got.time_left < last.time_left)) last = got;
         continue;
       }
-      auto h = record({row, owner, got.token}, scope, lease_start(t0, got), options, self);
-      if (!h) {  // answered too late: freed when the call ends, unless a later scan uses it
-        may_hold.emplace_back(row, t0);
-        continue;
-      }
+      // Held under this owner id: freed when the call ends, unless it is the permit returned.
+      may_hold.emplace_back(row, t0);
+      auto h = record({row, owner, got.token}, scope, lease_start(t0, got), options,
+                      "permit " + std::to_string(slot) + " of semaphore '" + name + "'", self);
+      if (!h) continue;  // answered after its loss point: a later scan may use it
       h->semaphore = name;
       h->permit = slot;
       acquired_row = row;
@@ -619,7 +633,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     last = db_->acquire(req);
     if (direct) lost.error = nullptr;
     if (!last.acquired) return nullptr;
-    auto h = record({name, owner, last.token}, scope, lease_start(t1, last), options, self);
+    auto h = record({name, owner, last.token}, scope, lease_start(t1, last), options, "lock '" + name + "'", self);
     if (!h) {  // answered too late: the next try may use it; `abandon` hands it on otherwise
       last.acquired = false;
       return nullptr;

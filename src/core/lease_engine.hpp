@@ -94,8 +94,15 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   /// counts the try as not acquired and frees the row by its owner id once the call ends without a
   /// lease, as for a try whose answer was lost: a later try of the same call re-sends that owner id
   /// and may find the row again as its own live lease, so no release of it may be pending meanwhile.
+  /// Answered at or past `started` + max_hold, the hold would be over (lost, not usable()) before
+  /// the caller gets it: throws lease_lost (naming `what`), recording nothing, and the call ends
+  /// there, its row freed by owner id like a refused one. It is not tried again: each try would
+  /// re-send the owner id, find its own row and extend it, and a database that answers slower than
+  /// max_hold would so keep the name from everyone until the wait ran out (the reverted 99da586).
+  /// Callers mark the row as possibly held by this call's owner id before calling.
   std::shared_ptr<lease_state> record(const lease_ref& ref, std::uint64_t scope, steady::time_point started,
-                                      const lease_options& options, const std::shared_ptr<lease_engine>& self);
+                                      const lease_options& options, const std::string& what,
+                                      const std::shared_ptr<lease_engine>& self);
   /// acquire() in fair mode, past re-entry: take a ticket, poll it (renewing it) until it is the
   /// lowest live one or the lock was handed to it, then take the lock with the same owner id.
   std::shared_ptr<lease_state> acquire_fair(const std::string& name, const lease_options& options,

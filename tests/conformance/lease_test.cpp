@@ -327,3 +327,57 @@ TEST(Lease, NamesOf255BytesWork) {
   ASSERT_TRUE(g);
   EXPECT_EQ(a.inspect(name)->name, name);
 }
+
+// An acquire whose statement is answered only after its own max_hold (here it waits on the lock
+// row, which another transaction holds locked for 700 ms; max_hold is 200 ms, counted from the
+// statement's start like the TTL) was handed out over already: usable() false at once, on_lost a
+// moment later. It throws lease_lost within its wait instead, frees the row (another client takes
+// the name), and runs no on_lost for a lease the caller never saw.
+// SQLite: skipped, nothing there makes one acquire statement slow (a waiting acquire gives up its
+// busy wait soon and tries again; the try that gets the database's lock is answered at once);
+// EngineLate.AWaitingAcquireAnsweredAfterItsMaxHold* covers the engine's rule on the fake backend.
+TEST(Lease, AWaitingAcquireAnsweredAfterItsMaxHoldThrowsLeaseLostAndFreesTheName) {
+  if (hooks().whole_database_row_locks) GTEST_SKIP() << "no single slow acquire statement on this backend";
+  auto a = make_client();
+  auto b = make_client();
+  auto c = make_client();
+  const auto name = unique_name("late_max_hold");
+  std::string table;
+  {
+    auto g = b.try_acquire(name);  // the row exists (rows are kept, freed) for the blocker to lock
+    ASSERT_TRUE(g);
+    table = g->lock_table();
+    g->release();
+  }
+  auto blocker = c.begin();
+  blocker.query("SELECT token FROM " + table + " WHERE name = ? FOR UPDATE", {name});
+  std::atomic<int> lost_calls{0};
+  std::atomic<int> outcome{-1};  // -1: no answer; 0: lease_lost; 1: a guard came back
+  std::atomic<bool> usable{false};
+  std::atomic<long long> took{-1};
+  std::jthread acquirer([&] {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      auto g = a.acquire_for(name, 10s,
+                             {.ttl = 10s, .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; },
+                              .max_hold = 200ms});
+      usable = g.usable();
+      outcome = 1;
+    } catch (const sqllock::lease_lost&) {
+      outcome = 0;
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "unexpected error: " << e.what();
+      outcome = 2;
+    }
+    took = ms_since(start);
+  });
+  std::this_thread::sleep_for(700ms);
+  blocker.commit();
+  acquirer.join();
+  EXPECT_EQ(outcome.load(), 0) << "a lease answered past its max_hold was handed out (usable() == " << usable.load()
+                               << ")";
+  EXPECT_LT(took.load(), 5000) << "the acquire did not end within its wait";
+  EXPECT_TRUE(eventually([&] { return b.try_acquire(name).has_value(); }, 3s))
+      << "the row granted past the max_hold stayed held";
+  EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
+}

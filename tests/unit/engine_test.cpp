@@ -1085,6 +1085,50 @@ TEST(EngineLate, ATryAnsweredAfterItsLossPointIsNotAcquiredAndItsRowIsFreed) {
   EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
 }
 
+// An acquire answered at or after its own max_hold (counted, like the TTL, from the start of its
+// statement) would hand out a hold that is over already: usable() false at once, on_lost a moment
+// later. It throws lease_lost instead (the lease was this caller's and ended before it could be
+// used; "not acquired" would tell it somebody else holds the name), its row is freed by owner id,
+// and no on_lost runs for a lease the caller never saw.
+TEST(EngineLate, ATryAnsweredAfterItsMaxHoldThrowsLeaseLostAndItsRowIsFreed) {
+  engine_fixture f;
+  std::atomic<int> lost_calls{0};
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);
+  std::shared_ptr<d::lease_state> g;
+  EXPECT_THROW(g = f.try_acquire("n", {.ttl = 5s,
+                                       .on_lost = [&](const std::string&, std::int64_t) { ++lost_calls; },
+                                       .max_hold = 100ms}),
+               sqllock::lease_lost)
+      << "a lease answered past its max_hold was returned (usable() == " << (g && f.engine->usable(*g)) << ")";
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 1);
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return row_of(f.db, "n").holder.empty(); }, 3s))
+      << "the row granted past the max_hold stayed held (owner " << row_of(f.db, "n").owner << ")";
+  EXPECT_EQ(lost_calls.load(), 0) << "on_lost ran for a lease the caller never saw";
+}
+
+// The same for a waiting acquire whose every statement is answered slower than its max_hold. It
+// must neither return a hold that is over nor try again: each try re-sends the call's owner id,
+// finds its own row and extends it, so retrying kept everyone else out of the name until its wait
+// ran out (the reverted a122033). It throws lease_lost after its one try, well within its wait,
+// and another client takes the name meanwhile.
+TEST(EngineLate, AWaitingAcquireAnsweredAfterItsMaxHoldEndsAtOnceAndLeavesTheNameToOthers) {
+  engine_fixture f;
+  auto other = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(f.db), sqllock::client_options{});
+  f.fake->delay_answer(d::fake_op::acquire, 250ms);  // every acquire of f's client: 150 ms past its max_hold
+  const auto t = steady::now();
+  std::shared_ptr<d::lease_state> g;
+  EXPECT_THROW(g = f.engine->acquire("n", {.ttl = 5s, .max_hold = 100ms}, 4s, {}, true), sqllock::lease_lost)
+      << "a lease answered past its max_hold was returned (usable() == " << (g && f.engine->usable(*g)) << ")";
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t).count();
+  EXPECT_LT(took, 1500) << "the waiting acquire ended only after " << took << " ms (its wait: 4000 ms)";
+  EXPECT_EQ(f.fake->count(d::fake_op::acquire), 1) << "the acquire was tried again";
+  std::shared_ptr<d::lease_state> h;
+  EXPECT_TRUE(sqllock_testing::eventually(
+      [&] { return (h = other->acquire("n", {.ttl = 5s}, 0ms, {}, false)) != nullptr; }, 2s))
+      << "another client could not take the name within 2 s of the slow acquire's start + "
+      << took << " ms (owner " << row_of(f.db, "n").owner << ")";
+}
+
 // The release of a refused row names that acquire call's owner id: when it is answered only after
 // the same client acquired the name again (a new call), it frees nothing of the new lease.
 TEST(EngineLate, TheRefusedRowsLateReleaseNeverFreesTheClientsNextLeaseOfTheName) {

@@ -32,12 +32,14 @@ std::optional<sqllock::lease_guard> hold_up_deadline_thread(sqllock::client& c, 
 }
 }  // namespace
 
-// The latch decided it was elected on !lost(), which stays false until the client's deadline
-// thread reports the loss; that thread may run late (here: held up by another lease's on_lost, as
-// a descheduled thread would be). A term whose lease is already past its safe point when acquired
-// (its acquire was answered 150 ms after it started, its max_hold is 100 ms: lease_guard::usable()
-// is false) must not be a leadership: on_elected fired for it with the first term's token. The
-// latch now campaigns again once that lease is reported lost, and leads with the next term.
+// A term whose lease would be past its safe point when acquired (its acquire is answered 150 ms
+// after it started, its max_hold is 100 ms) must not be a leadership, also while the client's
+// deadline thread is late (here: held up by another lease's on_lost, as a descheduled thread would
+// be). The latch decided it was elected on !lost(), which waits for that thread: on_elected fired
+// for such a term with its token. It now checks usable(), and the engine no longer hands out a
+// lease answered past its max_hold (it throws lease_lost: EngineLate.ATryAnsweredAfterItsMaxHold*,
+// the latch tries again after retry_delay): no term leads until the answers come in time, and the
+// first leadership is the lease the latch holds then.
 TEST(LeaderLatch, ALeasePastItsSafePointIsNoLeadershipWhileTheDeadlineThreadIsLate) {
   auto db = std::make_shared<d::fake_database>();
   auto backend = std::make_unique<d::fake_backend>(db);
@@ -59,21 +61,23 @@ TEST(LeaderLatch, ALeasePastItsSafePointIsNoLeadershipWhileTheDeadlineThreadIsLa
   };
   o.retry_delay = 10ms;
   sqllock::leader_latch latch(c, "election", o);
-  // The first term's lease comes 150 ms after its acquire started; it never becomes usable.
+  // Every acquire is answered 150 ms after it started: no lease is ever usable.
   EXPECT_FALSE(latch.await_leadership(600ms)) << "elected on a lease 50 ms past its max_hold";
-  std::int64_t first_term = 0;
   {
-    auto info = c.inspect("election");
-    ASSERT_TRUE(info) << "the first term's lease was not taken";
-    first_term = info->fencing_token;
+    std::lock_guard lk(mu);
+    EXPECT_TRUE(elected.empty()) << "on_elected was called for a term whose lease was past its max_hold";
   }
   fake->heal(d::fake_op::acquire);
-  go = true;  // the deadline thread reports the first term's lease lost; the latch campaigns again
-  ASSERT_TRUE(latch.await_leadership(5s)) << "no leadership after the first term's lease was reported lost";
+  go = true;  // the deadline thread runs again
+  ASSERT_TRUE(latch.await_leadership(5s)) << "no leadership once acquires were answered in time";
+  const auto held = c.inspect("election");
+  ASSERT_TRUE(held);
+  const auto token = latch.fencing_token();
   latch.close();
   std::lock_guard lk(mu);
   ASSERT_FALSE(elected.empty());
-  EXPECT_GT(elected.front(), first_term) << "on_elected was called for the term whose lease was past its max_hold";
+  EXPECT_EQ(elected.front(), token) << "the first leadership was not the term that leads now";
+  EXPECT_EQ(elected.front(), held->fencing_token);
 }
 
 // A leader whose lease passes its max_hold (or loss point) while the client's deadline thread is
@@ -105,4 +109,39 @@ TEST(LeaderLatch, IsLeaderIsFalsePastTheLeasesSafePointBeforeTheLossIsReported) 
   EXPECT_FALSE(latch.await_leadership(0ms));
   go = true;
   EXPECT_TRUE(sqllock_testing::eventually([&] { return revoked.load() > 0; }, 5s)) << "the loss was never reported";
+}
+
+// Once the term's lease is past its loss point, is_leader() is false for good in that term. A
+// renewal sent before the loss point but answered after it, while the client's deadline thread
+// (which would have reported the loss at that point and dropped the late answer) is held up,
+// moved the lease's valid_until on: usable(), and with it is_leader(), turned true again for the
+// same term. The book now applies its own rule to such an answer: past the loss point the lease
+// is lost, whatever a renewal answers afterwards.
+TEST(LeaderLatch, IsLeaderStaysFalseForTheTermOnceItsLeaseWasPastItsLossPoint) {
+  auto db = std::make_shared<d::fake_database>();
+  auto backend = std::make_unique<d::fake_backend>(db);
+  auto* fake = backend.get();
+  auto c = d::client_access::make(std::move(backend), {.require_schema = false});
+
+  std::atomic<bool> go{false};
+  auto stall = hold_up_deadline_thread(c, go);
+  ASSERT_TRUE(stall) << "the deadline thread was never held up";
+
+  std::atomic<steady::rep> elected_at{0};
+  sqllock::leader_latch_options o;
+  o.lease = {.ttl = 3s};  // loss point 2820 ms after the acquire began; renewed from 1000 ms
+  o.on_elected = [&](std::int64_t) { elected_at = steady::now().time_since_epoch().count(); };
+  sqllock::leader_latch latch(c, "election", o);
+  ASSERT_TRUE(latch.await_leadership(5s));
+  const auto first_term = latch.fencing_token();
+  fake->delay_answer(d::fake_op::renew, 2000ms);  // the first renewal answers about 3000 ms in
+  const auto elected = steady::time_point(steady::duration(elected_at.load()));
+  std::this_thread::sleep_until(elected + 2900ms);
+  EXPECT_FALSE(latch.is_leader()) << "is_leader() past the lease's loss point";
+  std::this_thread::sleep_until(elected + 3400ms);  // the renewal has answered (matched)
+  // A new term (its lease taken after the lost one was released) may lead by now: not this one.
+  const auto token = latch.fencing_token();
+  EXPECT_NE(token, first_term) << "is_leader() turned true again for the term whose lease was past its loss point";
+  fake->heal(d::fake_op::renew);
+  go = true;
 }

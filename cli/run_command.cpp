@@ -523,7 +523,20 @@ int run_run(const common_options& common, const run_options& run_flags) {
     spec.kill_margin = timing.kill_margin;
     spec.term_lead = timing.term_lead;
     spec.valid_until = lease_end();
-    supervisor child(spec);
+    std::optional<supervisor> supervised;
+    try {
+      supervised.emplace(spec);
+    } catch (const supervisor_lost& e) {
+      // Killed after it started CMD but before it said so: CMD got SIGKILL by its death signal,
+      // but what CMD started outside its group may still run. As below, the lock is left to
+      // expire at its TTL; before, the exception reached the guard's destructor, which released
+      // it at once.
+      print_error(std::string(e.what()) + "; lock " + shown +
+                  " is left to expire at its TTL, since processes the command started may outlive it");
+      std::fflush(nullptr);
+      ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)
+    }
+    supervisor& child = *supervised;
     if (child.exec_errno() != 0) {
       child.wait();
       if (take_terminal) set_terminal_foreground(::getpgrp());

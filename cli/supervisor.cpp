@@ -487,7 +487,7 @@ supervisor::supervisor(const supervisor_spec& spec) {
   event_message first{};
   if (read_all(status_read_, &first, sizeof first) != sizeof first) {
     wait();
-    throw std::runtime_error("the supervisor of the command exited before starting it");
+    throw supervisor_lost("the supervisor of the command ended before it reported the command started");
   }
   if (first.kind == msg_exec_failed) {
     exec_errno_ = first.value;

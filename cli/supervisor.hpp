@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -49,9 +50,17 @@ struct supervisor_event {
   bool stopped = false;
 };
 
+/// The supervisor ended before it said whether CMD was executed (it was killed): CMD may have run
+/// and started processes that nobody can reach now.
+class supervisor_lost : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class supervisor {
  public:
-  /// Fork the supervisor and, through it, CMD. Returns once CMD was executed or failed to be.
+  /// Fork the supervisor and, through it, CMD. Returns once CMD was executed or failed to be;
+  /// throws supervisor_lost when the supervisor ended before it said which.
   explicit supervisor(const supervisor_spec& spec);
   ~supervisor();
   supervisor(const supervisor&) = delete;

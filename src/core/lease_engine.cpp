@@ -262,7 +262,9 @@ std::shared_ptr<lease_state> lease_engine::acquire_row(const std::string& name, 
       try {
         renew_now(*h->acq, options.ttl, "lease_acquire");
       } catch (...) {
-        book_.drop(*h);
+        // Its hold goes as if released: when another thread released the outer hold meanwhile,
+        // this is the last hold and its release must be sent, not dropped with the error.
+        release_quietly(*h);
         throw;
       }
     }

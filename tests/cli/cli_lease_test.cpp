@@ -119,8 +119,9 @@ TEST_F(cli, a_killed_supervisor_leaves_the_lock_to_expire_instead_of_releasing_i
   ASSERT_GT(supervisor, 1);
   ASSERT_NE(supervisor, p->pid()) << "CMD's parent should be the supervisor, not run";
   ::kill(supervisor, SIGKILL);
-  EXPECT_EQ(p->wait().exit_code, 70);
-  EXPECT_EQ(status_json().items.size(), 1u) << "the lock was released while CMD's processes may still run";
+  const auto ended = p->wait();
+  EXPECT_EQ(ended.exit_code, 70) << ended.err;
+  EXPECT_EQ(status_json().items.size(), 1u) << "the lock was released while CMD's processes may still run; run said: " << ended.err;
   const auto r = sqllock(run_args("job", {"--wait", "10s"}, "echo ran > " + path("second")));
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(trimmed_file("second"), "ran");

@@ -735,6 +735,35 @@ TEST(Engine, ReleasingTheOuterHoldReleasesTheLeaseWhenOnlyAHoldLostAloneRemains)
   if (g) other->release(*g);
 }
 
+// A re-entry whose extension fails (no answer) drops its hold. When another thread released the
+// outer hold meanwhile, that drop is the last one, and its release must still be sent (found by
+// helper-72's review): before, it was dropped with the error and the row stayed taken until its TTL.
+TEST(Engine, AFailedReentryExtensionAfterTheOuterReleaseStillFreesTheRow) {
+  engine_fixture f({.scope = sqllock::holder_scope::per_client});
+  auto outer = f.try_acquire("n", {.ttl = 3s, .auto_renew = false});
+  ASSERT_TRUE(outer);
+  f.fake->delay(d::fake_op::renew, 300ms);
+  f.fake->fail(d::fake_op::renew, 2);
+  std::atomic<bool> threw{false};
+  std::thread t([&] {
+    try {
+      f.engine->acquire("n", {.ttl = 30s, .auto_renew = false}, 0ms, {}, false);
+    } catch (const sqllock::error&) {
+      threw = true;
+    }
+  });
+  std::this_thread::sleep_for(100ms);
+  f.engine->release(*outer);  // the re-entered hold is still kept: nothing sent
+  t.join();
+  ASSERT_TRUE(threw.load()) << "the extension did not fail";
+  f.fake->heal(d::fake_op::renew);
+  auto other = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(f.db), sqllock::client_options{});
+  std::shared_ptr<d::lease_state> g;
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return (g = other->acquire("n", {}, 0ms, {}, false)) != nullptr; }, 2s))
+      << "the row stayed taken after both holds were gone; releases sent: " << f.fake->count(d::fake_op::release);
+  if (g) other->release(*g);
+}
+
 TEST(Engine, WaitersOfOneClientAreServedInArrivalOrder) {
   engine_fixture f;
   auto holder = std::make_unique<engine_fixture>();

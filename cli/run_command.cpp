@@ -654,13 +654,17 @@ int run_run(const common_options& common, const run_options& run_flags) {
     }
     const int supervisor_status = child.wait();
     if (take_terminal) set_terminal_foreground(::getpgrp());
+    // The supervisor's only own exit is _exit(0), once nothing CMD started is left. Any other end
+    // (it was killed) means what CMD started outside its group may still run, and nobody can reach
+    // it now: also after CMD itself had exited and been reported, while the supervisor was still
+    // stopping what CMD left behind (its --grace). So the lock is not released: it expires at its
+    // TTL, as a dead holder's would, and no next holder overlaps. Before, a supervisor killed in
+    // that grace let run release the lock with CMD's exit code.
+    const bool supervisor_done = WIFEXITED(supervisor_status) && WEXITSTATUS(supervisor_status) == 0;
     const bool wait_failed = !status.has_value();
-    if (wait_failed) {
-      // The supervisor was killed: CMD got SIGKILL by its death signal, but what CMD started
-      // outside its group may still run, and nobody can reach it now. So the lock is not
-      // released: it expires at its TTL, as a dead holder's would, and no next holder overlaps.
+    if (wait_failed || !supervisor_done) {
       print_error("the command's supervisor ended unexpectedly (wait status " + std::to_string(supervisor_status) +
-                  "); the command was killed; lock " + shown +
+                  (wait_failed ? "); the command was killed" : "); the command had ended") + "; lock " + shown +
                   " is left to expire at its TTL, since processes the command started may outlive it");
       std::fflush(nullptr);
       ::_exit(exit_code::software);  // no destructor may release the lease (the guard's would)

@@ -73,6 +73,8 @@ build_behind() {
   set -m
   (
     chrt --idle -p 0 "$BASHPID" >/dev/null 2>&1 || renice -n 19 -p "$BASHPID" >/dev/null 2>&1 || true
+    # Its disk I/O too waits for the servers' (their fsyncs pace the timing tests).
+    ionice -c 3 -p "$BASHPID" >/dev/null 2>&1 || true
     build_tree "$name" "$@"
   ) </dev/null >"$work/build-$name.log" 2>&1 &
   behind=$!

@@ -495,8 +495,9 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
   };
 
   // The permit count is stored with the name at its first use; a different count changes nothing.
-  // Storing it waits for the database's write lock (SQLite) no longer than this call's deadline: a
-  // try beside another connection's write transaction is refused at once, a wait keeps trying.
+  // Storing it waits for the database's write lock (SQLite) no longer than an acquire statement
+  // would: a try beside another connection's write transaction is refused within moments, a wait
+  // keeps trying until its deadline.
   {
     int stored = 0;
     {
@@ -504,7 +505,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       if (auto it = semaphores_.find(name); it != semaphores_.end()) stored = it->second;
     }
     while (stored == 0) {
-      const std::optional<int> got = db_->semaphore_permits(name, permits, waits ? deadline : steady::now());
+      // Each try of the write is bounded like an acquire statement (on SQLite: the write lock is
+      // waited for up to 50 ms, as by a lock's try, so two first uses at once both get through).
+      const std::optional<int> got =
+          db_->semaphore_permits(name, permits, statement_deadline(steady::now(), options.ttl, bounded, deadline));
       if (got) {
         stored = *got;
         if (stored == 0) {

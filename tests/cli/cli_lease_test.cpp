@@ -127,6 +127,48 @@ TEST_F(cli, a_killed_supervisor_leaves_the_lock_to_expire_instead_of_releasing_i
   EXPECT_EQ(trimmed_file("second"), "ran");
 }
 
+TEST_F(cli, a_supervisor_killed_while_it_stops_what_the_command_left_leaves_the_lock_to_expire) {
+  // CMD exits at once and leaves a process in a session of its own that ignores SIGTERM: the
+  // supervisor (its subreaper once CMD is gone) has reported CMD's exit and waits --grace before
+  // SIGKILL. Killed in that wait, nobody can stop the leftover, so run must not release the lock
+  // (found by helper-73's review: run released it and passed on CMD's exit code 0).
+  auto p = start(run_args("job", {"--ttl", "3s", "--grace", "20s"},
+                          "setsid /bin/sh -c 'trap \"\" TERM; echo $$ > " + path("pid2") +
+                              "; exec sleep 300' & while [ ! -s " + path("pid2") + " ]; do sleep 0.01; done; echo $$ > " +
+                              path("pid1") + "; exit 0"));
+  ASSERT_TRUE(wait_for_file(path("pid1")));
+  const int cmd = std::stoi(trimmed_file("pid1"));
+  const int left = std::stoi(trimmed_file("pid2"));
+  stray_killer strays{{left}};
+  auto parent_of = [](int pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    if (line.empty()) return 0;
+    std::istringstream fields(line.substr(line.rfind(')') + 2));
+    char state = 0;
+    int parent = 0;
+    fields >> state >> parent;
+    return parent;
+  };
+  // Once CMD has exited, the leftover's parent is the supervisor (a subreaper).
+  int supervisor = 0;
+  for (const auto until = std::chrono::steady_clock::now() + 10s; std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(10ms)) {
+    supervisor = parent_of(left);
+    if (supervisor > 1 && supervisor != cmd) break;
+  }
+  ASSERT_TRUE(supervisor > 1 && supervisor != cmd) << "the leftover was never reparented to the supervisor";
+  ASSERT_NE(supervisor, p->pid()) << "the leftover's parent should be the supervisor, not run";
+  std::this_thread::sleep_for(200ms);  // the supervisor reports CMD's exit and sends SIGTERM
+  ::kill(supervisor, SIGKILL);
+  const auto ended = p->wait();
+  EXPECT_EQ(ended.exit_code, 70) << ended.err;
+  EXPECT_FALSE(process_gone(left)) << "the leftover was stopped after all: the test proves nothing";
+  EXPECT_EQ(status_json().items.size(), 1u) << "the lock was released while the command's leftover still runs; run said: "
+                                            << ended.err;
+}
+
 TEST_F(cli, processes_left_behind_by_the_command_stop_before_the_release) {
   // CMD exits at once and leaves a background job (in its group, and one out of it): the lock is
   // released only after both are gone, and CMD's exit code is kept.

@@ -18,10 +18,12 @@ std::size_t count_of(std::string_view hay, std::string_view needle) {
 }
 
 // Where a password would sit: after the first ':' of the authority, up to its last '@'.
-// Returns false when the URL has no such part.
+// Returns false when the URL has no such part. The authority follows the scheme's "://", which
+// must be the URL's first ':' (a "sqlite:PATH?..." URL has none: a "://...@" further on is text
+// of its path or query, which a rejection may name, as the fuzzer found with a parameter key).
 bool raw_password_span(std::string_view url, std::size_t& begin, std::size_t& end) {
   auto scheme = url.find("://");
-  if (scheme == std::string_view::npos) return false;
+  if (scheme == std::string_view::npos || url.find(':') != scheme) return false;
   auto auth = scheme + 3;
   auto auth_end = url.find_first_of("/?", auth);
   if (auth_end == std::string_view::npos) auth_end = url.size();

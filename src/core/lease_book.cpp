@@ -81,8 +81,8 @@ std::shared_ptr<lease_state> lease_book::reenter(const std::string& name, std::u
 
 std::shared_ptr<lease_state> lease_book::add(lease_ref ref, std::string holder, std::uint64_t scope,
                                              steady::time_point started, const lease_options& options,
-                                             const std::shared_ptr<lease_engine>& engine) {
-  if (steady::now() >= started + options.ttl - loss_margin(options.ttl)) return nullptr;
+                                             const std::shared_ptr<lease_engine>& engine, steady::time_point now) {
+  if (now >= started + options.ttl - loss_margin(options.ttl)) return nullptr;
   auto a = std::make_shared<acquisition>();
   a->ref = std::move(ref);
   a->holder = std::move(holder);

@@ -143,8 +143,11 @@ class lease_book {
   /// (`started` + TTL - loss_margin): by this client's own rule the lease is already lost, and
   /// another client may take it at any moment, so it must never be handed to the caller (a slow
   /// answer under a loaded server once returned such a lease 148 ms after its on_lost had run).
+  /// `now` is the caller's reading of the clock, so its own checks (max_hold) and this one judge
+  /// the same instant.
   std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,
-                                   const lease_options& options, const std::shared_ptr<lease_engine>& engine);
+                                   const lease_options& options, const std::shared_ptr<lease_engine>& engine,
+                                   steady::time_point now = steady::now());
 
   /// Drop a hold. Returns the release to send when it was the acquisition's last hold (nullopt for
   /// an inner hold: the lease stays). A hold is dropped at most once.

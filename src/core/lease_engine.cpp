@@ -202,7 +202,7 @@ std::shared_ptr<lease_state> lease_engine::record(const lease_ref& ref, std::uin
                          "not tried again (a max_hold shorter than the database's answer time can never be met)",
                      std::string(db_->kind()), "", "lease_acquire");
   }
-  auto h = book_.add(ref, label_, scope, started, options, self);
+  auto h = book_.add(ref, label_, scope, started, options, self, now);
   if (!h) {
     log_message(options_, log_level::warning,
                 "the acquire of '" + ref.name + "' (token " + std::to_string(ref.token) +

@@ -1053,7 +1053,9 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
 }
 
 void lease_engine::release(lease_state& hold, std::optional<steady::time_point> by) {
-  auto request = book_.drop(hold);
+  bool notices_queued = false;
+  auto request = book_.drop(hold, notices_queued);
+  if (notices_queued) renewer_->poke();  // the deadline thread runs the on_lost of holds drop() ended
   if (!request) return;  // finished already, or an inner hold: the lease stays
   auto& a = *hold.acq;
   // No lease statement keeps the lease's connection, or its caller, busy past the lease's loss

@@ -263,7 +263,9 @@ class backend {
   /// name has none yet (first use), and returns what is stored either way (two short statements);
   /// 0 when none is stored and this client cannot store one (read-only). std::nullopt when the
   /// count could not be stored because another connection held the write lock it needs past
-  /// `deadline` (SQLite: any write transaction; nothing was stored, the caller may try again).
+  /// `deadline` (SQLite: any write transaction; nothing was stored, the caller may try again), or
+  /// because this client's caller lane stayed busy for the first half of the time to `deadline`
+  /// (semaphore_lane_until; nothing was sent). Its statements are bounded by `deadline`.
   virtual std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) = 0;
 
   // Fair queue (schema version 4; lane::caller). A backend without it refuses fair acquires.
@@ -353,6 +355,13 @@ std::unique_lock<Mutex> lock_lane(Mutex& m, steady::time_point deadline, std::st
                           std::string(backend_name), "", std::string(statement));
   }
   return lk;
+}
+
+/// How long semaphore_permits waits for this client's busy caller lane: the first half of the time
+/// to its deadline, as an acquire does (its lane_deadline), so the statements keep the other half.
+inline steady::time_point semaphore_lane_until(steady::time_point deadline) {
+  const auto now = steady::now();
+  return deadline > now ? now + (deadline - now) / 2 : now;
 }
 
 /// Milliseconds from now until `deadline`, at least `floor` (for driver timeouts that need one).

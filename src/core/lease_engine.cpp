@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <thread>
 #include <tuple>
 
 namespace sqllock::detail {
@@ -507,8 +508,15 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
     while (stored == 0) {
       // Each try of the write is bounded like an acquire statement (on SQLite: the write lock is
       // waited for up to 50 ms, as by a lock's try, so two first uses at once both get through).
-      const std::optional<int> got =
-          db_->semaphore_permits(name, permits, statement_deadline(steady::now(), options.ttl, bounded, deadline));
+      // A waiting acquire rides out a lost connection or a rollback like its acquire statements,
+      // until its deadline (give_up rethrows the loss then); a try reports it.
+      std::optional<int> got;
+      ride_out(
+          [&]() -> std::shared_ptr<lease_state> {
+            got = db_->semaphore_permits(name, permits, statement_deadline(steady::now(), options.ttl, bounded, deadline));
+            return nullptr;
+          },
+          waits, lost, options_, "storing the permit count of semaphore '" + name + "'");
       if (got) {
         stored = *got;
         if (stored == 0) {
@@ -523,6 +531,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       }
       if (!waits || steady::now() >= deadline) return give_up();
       if (stop.stop_requested()) throw cancelled("acquire of a permit of semaphore '" + name + "' cancelled");
+      // After a loss (which may come back at once: a refused connection), not in a tight loop.
+      if (lost.error) std::this_thread::sleep_until(std::min(deadline, steady::now() + options_.poll_min));
     }
     if (stored != permits) {
       throw invalid_argument("semaphore '" + name + "' has " + std::to_string(stored) + " permits; asked with " +

@@ -373,9 +373,10 @@ class mysql_backend final : public backend {
   }
 
   // Like PostgreSQL's, the INSERT IGNORE waits only for another first use of the same name.
-  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point) override {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> int {
+  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override {
+    std::unique_lock lock(caller_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(semaphore_lane_until(deadline))) return std::nullopt;  // busy: nothing sent
+    return with_lane(caller_, deadline, [&](connection& c) -> int {
       if (!options_.read_only) {
         count_statement();
         c.execute(sql_.semaphore_register, {name, static_cast<std::int64_t>(permits)}, "semaphore_register", true);

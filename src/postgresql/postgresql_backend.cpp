@@ -454,9 +454,9 @@ class postgresql_backend final : public backend {
 
   // The INSERT ... ON CONFLICT DO NOTHING waits only for another first use of the same name (a
   // statement, not a transaction, of this library), so it keeps the I/O bound, not `deadline`.
-  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point) override {
-    std::lock_guard lock(caller_mutex_);
-    const auto deadline = steady::now() + io_timeout;
+  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override {
+    std::unique_lock lock(caller_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(semaphore_lane_until(deadline))) return std::nullopt;  // busy: nothing sent
     if (!options_.read_only) {
       count_statement();
       caller_.run(semaphore_register_, {name, std::to_string(permits)}, deadline);

@@ -343,7 +343,8 @@ class sqlite_backend final : public backend {
   }
 
   std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override {
-    std::lock_guard lk(caller_mu_);
+    std::unique_lock lk(caller_mu_, std::defer_lock);
+    if (!lk.try_lock_until(semaphore_lane_until(deadline))) return std::nullopt;  // busy: nothing sent
     // Read first: a stored count (every use but the first) needs no write, and so no wait for the
     // database's write lock (a WAL reader is never blocked). A try beside another connection's
     // write transaction stored it again on every call, under the default busy timeout, and came

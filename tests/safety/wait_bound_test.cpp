@@ -94,3 +94,30 @@ TEST(Partition, AMultiLockGivingBackIntoAPartitionKeepsItsBound) {
   proxy->pass();
   proxy->cut_silenced();
 }
+
+// A permit wait keeps its bound when its first use of the semaphore's name in this client meets a
+// partition: storing and reading the name's permit count waited for the caller lane without bound
+// and ran with the 10 s I/O bound, whatever the wait's own deadline (and on a lost connection a
+// waiting acquire threw at once instead of riding it out like its acquire statements).
+TEST(Partition, APermitWaitWhoseFirstUseMeetsAPartitionKeepsItsBound) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+  auto b = make_client();
+  const auto name = unique_name("permit_cut");
+  auto held = b.try_acquire_permit(name, 1, {.ttl = 30s});  // the count is stored; its only permit taken
+  ASSERT_TRUE(held);
+  {
+    auto warm = a.try_acquire(unique_name("permit_cut_warm"));  // a's connection is open
+    ASSERT_TRUE(warm);
+  }
+  proxy->blackhole();
+  const auto t0 = clock::now();
+  try {
+    EXPECT_FALSE(a.try_acquire_permit_for(name, 1, 1000ms));
+  } catch (const sqllock::connection_lost&) {
+    // Also fine: the database could not be reached within the bound.
+  }
+  EXPECT_LT(ms_since(t0), 1000 + 250 + 300);
+  proxy->pass();
+  proxy->cut_silenced();
+}

@@ -759,9 +759,9 @@ std::uint64_t lease_engine::current_scope() const {
   return options_.scope == holder_scope::per_thread ? thread_number() : 0;
 }
 
-void lease_engine::release_quietly(lease_state& hold) noexcept {
+void lease_engine::release_quietly(lease_state& hold, std::optional<steady::time_point> by) noexcept {
   try {
-    release(hold);
+    release(hold, by);
   } catch (const std::exception& e) {
     log_message(options_, log_level::info, std::string("release of an abandoned acquisition: ") + e.what());
   } catch (...) {
@@ -846,6 +846,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
   const auto start = call.start;
   const auto deadline = call.deadline;
   const bool waits = call.waits;
+  const bool bounded = timeout.has_value() && timeout->count() > 0;
+  // A row given back (a timeout, a step aside, an error) is sent within the wait's bound; unanswered,
+  // the outbox sends it again.
+  const std::optional<steady::time_point> give_back_by =
+      bounded ? std::optional(deadline + wait_grace) : std::nullopt;
   const std::uint64_t scope = current_scope();
   const std::string wrow = rw_writer_row(name);
   const std::string own_reader = rw_reader_row(name, nonce_, scope);
@@ -887,10 +892,12 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
         // scope: a downgrade) is no reader to wait for: look on either side of it.
         // A poll after a live reader was seen reads plainly first (no row lock while it lives).
         const bool polling = reader.has_value();
+        // Each read bounded like an acquire statement of this wait (a partition ends it by then).
+        const auto by = [&] { return statement_deadline(steady::now(), options.ttl, bounded, deadline); };
         const auto look = [&](const std::string& from, const std::string& to) {
           return look_after_guards(
-              *db_, polling, [&] { return db_->live_in_range(from, to); },
-              [&](lock_wait mode) { return db_->live_in_range_after_guards(from, to, mode); },
+              *db_, polling, [&] { return db_->live_in_range(from, to, by()); },
+              [&](lock_wait mode) { return db_->live_in_range_after_guards(from, to, mode, by()); },
               [](const std::optional<lock_info>& r) { return r.has_value(); });
         };
         if (book_.holds_live_in_scope(own_reader, scope, steady::now())) {
@@ -920,7 +927,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
       if (steady::now() >= deadline) {
         if (last_error) std::rethrow_exception(last_error);
         if (!throw_on_timeout) {
-          release_quietly(*w);
+          release_quietly(*w, give_back_by);
           return nullptr;
         }
         std::string msg = what + " not acquired within " + format_ms(timeout.value_or(milliseconds(0))) +
@@ -940,10 +947,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
       if (ticket->events() != events_before) backoff.polls = 0;
     }
   } catch (const cancelled&) {
-    release_quietly(*w);
+    release_quietly(*w, give_back_by);
     throw cancelled("acquire of " + what + " cancelled while its readers drained");
   } catch (...) {
-    release_quietly(*w);
+    release_quietly(*w, give_back_by);
     throw;
   }
 }
@@ -956,6 +963,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   const std::string& what = call.what;
   const auto deadline = call.deadline;
   const bool waits = call.waits;
+  const bool bounded = timeout.has_value() && timeout->count() > 0;
+  // A row given back (a timeout, a step aside, an error) is sent within the wait's bound; unanswered,
+  // the outbox sends it again.
+  const std::optional<steady::time_point> give_back_by =
+      bounded ? std::optional(deadline + wait_grace) : std::nullopt;
   const std::uint64_t scope = current_scope();
   const std::string wrow = rw_writer_row(name);
   const std::string rrow = rw_reader_row(name, nonce_, scope);
@@ -972,12 +984,14 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   // while a reader holds (look_after_guards); the look while waiting is a plain read.
   auto live_writer = [&](bool after_guards) -> bool {
     const auto live = [](const std::optional<lock_info>& r) { return r && r->time_left.count() > 0; };
+    // Each read bounded like an acquire statement of this wait (a partition ends it by then).
+    const auto by = [&] { return statement_deadline(steady::now(), options.ttl, bounded, deadline); };
     if (after_guards) {
       writer = look_after_guards(
-          *db_, false, [&] { return db_->inspect(wrow); },
-          [&](lock_wait mode) { return db_->inspect_writer_after_guards(wrow, mode); }, live);
+          *db_, false, [&] { return db_->inspect(wrow, by()); },
+          [&](lock_wait mode) { return db_->inspect_writer_after_guards(wrow, mode, by()); }, live);
     } else {
-      writer = db_->inspect(wrow);
+      writer = db_->inspect(wrow, by());
     }
     return live(writer);
   };
@@ -1026,12 +1040,12 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
           blocked = live_writer(true);
           last_error = nullptr;
         } catch (const connection_lost&) {
-          release_quietly(*h);
+          release_quietly(*h, give_back_by);
           dropped = true;
           if (!waits) throw;
           last_error = std::current_exception();
         } catch (...) {
-          release_quietly(*h);
+          release_quietly(*h, give_back_by);
           throw;
         }
         // Not handed out lost, nor past its loss point (the read answered late): not acquired. A
@@ -1041,7 +1055,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
           return h;
         }
         // Writer preference: step aside until the writer is gone.
-        if (!last_error) release_quietly(*h);
+        if (!last_error) release_quietly(*h, give_back_by);
       }
       if (!waits || steady::now() >= deadline) return give_up();
       if (!ticket) {
@@ -1198,7 +1212,7 @@ void lease_engine::renew(lease_state& hold) {
 
 std::optional<lock_info> lease_engine::inspect(const std::string& name) {
   validate_lock_name(name);
-  auto info = db_->inspect(name);
+  auto info = db_->inspect(name, steady::now() + io_timeout);
   if (info) {
     if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
   }
@@ -1208,7 +1222,7 @@ std::optional<lock_info> lease_engine::inspect(const std::string& name) {
 std::optional<lock_info> lease_engine::inspect_read_write(std::string_view name) {
   validate_lock_name(name);
   auto [lo, hi] = rw_rows_range(name);
-  auto info = db_->live_in_range(lo, hi);
+  auto info = db_->live_in_range(lo, hi, steady::now() + io_timeout);
   if (info) {
     if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
     info->name = std::string(name);

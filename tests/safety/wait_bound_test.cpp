@@ -121,3 +121,35 @@ TEST(Partition, APermitWaitWhoseFirstUseMeetsAPartitionKeepsItsBound) {
   proxy->pass();
   proxy->cut_silenced();
 }
+
+// A reader-writer wait keeps its bound when the network is cut while it waits: the writer's look
+// for live readers and the reader's look for a live writer waited for the caller lane without bound
+// and ran with the 10 s I/O bound, whatever the wait's own deadline.
+TEST(Partition, AReaderWriterWaitCutOffMidwayKeepsItsBound) {
+  for (const bool writer_waits : {true, false}) {
+    SCOPED_TRACE(writer_waits ? "a writer waiting for a reader" : "a reader waiting for a writer");
+    auto proxy = make_proxy();
+    auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+    auto b = make_client();
+    const auto name = unique_name("rw_cut");
+    auto held = writer_waits ? b.try_acquire_read(name, {.ttl = 30s}) : b.try_acquire_write(name, {.ttl = 30s});
+    ASSERT_TRUE(held);
+    std::jthread cutter([&] {
+      std::this_thread::sleep_for(300ms);
+      proxy->blackhole();
+    });
+    const auto t0 = clock::now();
+    try {
+      EXPECT_FALSE(writer_waits ? a.try_acquire_write_for(name, 1000ms, {.ttl = 8s})
+                                : a.try_acquire_read_for(name, 1000ms, {.ttl = 8s}));
+    } catch (const sqllock::connection_lost&) {
+      // Also fine: the database could not be reached within the bound.
+    }
+    // The stated bound: timeout, plus the last statement's answer (250 ms), plus one answer for a
+    // writer's give-back of its row (250 ms), and slack for a busy machine.
+    EXPECT_LT(ms_since(t0), 1000 + 250 + 250 + 400);
+    cutter.join();
+    proxy->pass();
+    proxy->cut_silenced();
+  }
+}

@@ -397,7 +397,7 @@ void expect_kept_then_sent_again(void (*fault)(d::fake_backend&), milliseconds p
   std::this_thread::sleep_for(pause);
   EXPECT_EQ(box.flush(b, d::lane::watchdog, steady::now()), std::vector<std::string>{"n"});
   EXPECT_TRUE(box.empty());
-  EXPECT_FALSE(b.inspect("n"));
+  EXPECT_FALSE(b.inspect("n", steady::now() + 1s));
 }
 }  // namespace
 
@@ -456,7 +456,7 @@ TEST(ReleaseOutbox, AReleaseTheServerKeepsRollingBackIsSentAgainOnADoublingRamp)
   EXPECT_LE(pauses.back(), 1000ms) << "the ramp passed its 1 s cap";
   b.heal(d::fake_op::release);
   EXPECT_EQ(box.flush(b, d::lane::watchdog, box.next_due()), std::vector<std::string>{"n"});
-  EXPECT_FALSE(b.inspect("n"));
+  EXPECT_FALSE(b.inspect("n", steady::now() + 1s));
 }
 
 TEST(ReleaseOutbox, GivesUpOnceTheLeaseHasExpiredAnyway) {

@@ -153,3 +153,48 @@ TEST(Partition, AReaderWriterWaitCutOffMidwayKeepsItsBound) {
     proxy->cut_silenced();
   }
 }
+
+// A wait ending at its deadline keeps its bound while another waiter of its client starts watching
+// its own name through a slow network. The client's registry of watched names held its lock across
+// that waiter's watch (on PostgreSQL a LISTEN on the wake-up connection), and the wait that ended
+// could not unregister its own name until the LISTEN was answered. The fault soak saw two 3 s waits
+// of one process return after 5.3 and 5.9 s, at the same instant, in a partition.
+TEST(Partition, AWaitEndsInTimeWhileAnotherWaiterOfItsClientStartsWatchingThroughASlowNetwork) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url));
+  auto b = make_client();
+  const auto x = unique_name("watch_slow_x");
+  const auto y = unique_name("watch_slow_y");
+  auto hx = b.try_acquire(x, {.ttl = 30s});
+  auto hy = b.try_acquire(y, {.ttl = 30s});
+  ASSERT_TRUE(hx && hy);
+  {
+    auto warm = a.try_acquire(unique_name("watch_slow_warm"));  // the lease statements are prepared
+    ASSERT_TRUE(warm);
+  }
+  std::atomic<long long> waited{-1};
+  std::jthread first([&] {  // waits for x, its name watched before the network slows down
+    const auto t0 = clock::now();
+    try {
+      EXPECT_FALSE(a.try_acquire_for(x, 2000ms));
+    } catch (const sqllock::connection_lost&) {
+      // Also fine: the database could not be reached within the bound.
+    }
+    waited = ms_since(t0);
+  });
+  std::this_thread::sleep_for(300ms);
+  proxy->delay(700ms);  // a round trip: 1.4 s
+  // The second waiter's first try, then its watch of y (a LISTEN), each take a slow round trip: the
+  // watch is under way when the first wait ends.
+  std::jthread second([&] {
+    try {
+      (void)a.try_acquire_for(y, 4000ms);
+    } catch (const sqllock::error&) {
+    }
+  });
+  first.join();
+  // The stated bound: timeout plus the last statement's answer (250 ms), and slack for a busy machine.
+  EXPECT_LT(waited.load(), 2000 + 250 + 300);
+  proxy->pass();
+  second.join();
+}

@@ -246,6 +246,9 @@ class held_leases {
     return out;
   }
   bool lost() const noexcept { return permit_ ? permit_->lost() : multi_->lost(); }
+  /// Every lease may be relied on now: not lost and before its loss point and max_hold by this
+  /// process's clock, even when the library's deadline thread has not yet reported it lost.
+  bool usable() const noexcept { return permit_ ? permit_->usable() : multi_->usable(); }
   void release() {
     if (permit_) {
       permit_->release();
@@ -433,6 +436,12 @@ int run_run(const common_options& common, const run_options& run_flags) {
                                            : what + " not") +
                               " acquired within " + human_duration(options.wait) + ": " + held);
         return exit_code::not_acquired;
+      } catch (const sqllock::lease_lost& e) {
+        // An acquire answered only after the lease's own max_hold (lease_options::max_hold): the
+        // lease ended before CMD could use it and the library has freed the row. As for a lease
+        // lost before CMD starts (below): not acquired, not a database error.
+        print_error("lease on " + shown + " ended as it was acquired (" + e.what() + "); the command was not run");
+        return exit_code::not_acquired;
       } catch (const sqllock::cancelled&) {
         const int signo = pending_signal.load();
         print_error("interrupted (" + std::string(::strsignal(signo)) + ") while waiting for " + shown);
@@ -485,9 +494,10 @@ int run_run(const common_options& common, const run_options& run_flags) {
       print_error(std::string("could not check the name's other mode: ") + e.what());
       return exit_code::not_acquired;
     }
-    if (lost.load() || guard->lost()) {
+    if (lost.load() || !guard->usable()) {
       // Lost between the acquisition and now (acquire_all already refuses a set with a lease lost
-      // while it waited): CMD must not start unprotected.
+      // while it waited), or past its loss point with the deadline thread not yet there (a process
+      // stopped or starved that long): CMD must not start unprotected.
       try {
         guard->release();
       } catch (const sqllock::error&) {

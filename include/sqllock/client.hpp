@@ -285,6 +285,9 @@ class SQLLOCK_EXPORT client {
 
   /// One attempt; std::nullopt when someone else holds a live lease. A lease this thread (or, with
   /// holder_scope::per_client, this client) already holds is re-entered without a statement.
+  /// Like every acquire, throws lease_lost instead of returning a hold that is already over (an
+  /// answer at or past options.max_hold, see lease_options::max_hold): nullopt would say someone
+  /// else holds the name.
   std::optional<lease_guard> try_acquire(std::string_view name, const lease_options& options = {});
   /// Wait up to `timeout` (a timeout too large to represent waits without bound); std::nullopt when
   /// not acquired in time. Returns within `timeout` plus the last statement's answer (at most 250 ms).

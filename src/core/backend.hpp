@@ -223,8 +223,10 @@ class backend {
   virtual release_outcome release(const release_request& request, lane on) = 0;
   /// Free a lock whoever holds it (fencing sequence kept). False if it was not held.
   virtual bool force_release(const std::string& name) = 0;
-  /// The row of one name, if it has a holder (live or expired).
-  virtual std::optional<lock_info> inspect(const std::string& name) = 0;
+  /// The row of one name, if it has a holder (live or expired). Bounded by `deadline`: the caller
+  /// lane is waited for until caller_lane_until(deadline), the statement until `deadline`; either
+  /// missed throws connection_lost (so do live_in_range and the *_after_guards reads).
+  virtual std::optional<lock_info> inspect(const std::string& name, steady::time_point deadline) = 0;
   /// inspect() of a reader-writer lease's writer row by a reader that has stored its own row: a
   /// locking read that waits for a transaction guarding the writer row (transaction::require_lease)
   /// to end (`mode` lock_wait::wait), so that the guarded write commits before any reader comes in;
@@ -232,9 +234,10 @@ class backend {
   /// lock (a guard's, a renewal's, another reader's check). The default reads plainly, for a
   /// backend whose guarded transaction already holds off the reader's row (SQLite: the guard's
   /// transaction holds the database's one write lock).
-  virtual std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode) {
+  virtual std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode,
+                                                               steady::time_point deadline) {
     (void)mode;
-    return inspect(name);
+    return inspect(name, deadline);
   }
   /// Whether inspect_writer_after_guards() is a locking read (it may wait for a guarded
   /// transaction): the engine then sends it with lock_wait::nowait first, and on a locked row it
@@ -246,7 +249,8 @@ class backend {
   /// The live lease whose name is in [lo, hi) (bytewise) that ends last, if any: one statement on
   /// the caller lane, in a fresh snapshot (it sees every acquisition committed before it started).
   /// The readers of a reader-writer lease are such a range (see rw_name.hpp).
-  virtual std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) = 0;
+  virtual std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi,
+                                                 steady::time_point deadline) = 0;
   /// live_in_range() by a reader-writer writer: a locking read of every reader row of [lo, hi) that
   /// names a holder (live or expired) that waits for any transaction guarding one of them
   /// (transaction::require_lease on a read hold) to end (`mode` lock_wait::wait), so that the
@@ -255,15 +259,17 @@ class backend {
   /// first; on a locked row a plain live_in_range(), and the waiting read only when no reader is
   /// live), only where guards_hold_off_readers(); the default reads plainly (SQLite).
   virtual std::optional<lock_info> live_in_range_after_guards(const std::string& lo, const std::string& hi,
-                                                              lock_wait mode) {
+                                                              lock_wait mode, steady::time_point deadline) {
     (void)mode;
-    return live_in_range(lo, hi);
+    return live_in_range(lo, hi, deadline);
   }
   /// The number of permits stored for semaphore `name` (schema version 3): stores `permits` when the
   /// name has none yet (first use), and returns what is stored either way (two short statements);
   /// 0 when none is stored and this client cannot store one (read-only). std::nullopt when the
   /// count could not be stored because another connection held the write lock it needs past
-  /// `deadline` (SQLite: any write transaction; nothing was stored, the caller may try again).
+  /// `deadline` (SQLite: any write transaction; nothing was stored, the caller may try again), or
+  /// because this client's caller lane stayed busy for the first half of the time to `deadline`
+  /// (caller_lane_until; nothing was sent). Its statements are bounded by `deadline`.
   virtual std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) = 0;
 
   // Fair queue (schema version 4; lane::caller). A backend without it refuses fair acquires.
@@ -353,6 +359,14 @@ std::unique_lock<Mutex> lock_lane(Mutex& m, steady::time_point deadline, std::st
                           std::string(backend_name), "", std::string(statement));
   }
   return lk;
+}
+
+/// How long a statement bounded by `deadline` outside the acquire itself (semaphore_permits, the
+/// reader-writer looks) waits for this client's busy caller lane: the first half of the time to
+/// its deadline, as an acquire does (its lane_deadline), so the statement keeps the other half.
+inline steady::time_point caller_lane_until(steady::time_point deadline) {
+  const auto now = steady::now();
+  return deadline > now ? now + (deadline - now) / 2 : now;
 }
 
 /// Milliseconds from now until `deadline`, at least `floor` (for driver timeouts that need one).

@@ -81,8 +81,8 @@ std::shared_ptr<lease_state> lease_book::reenter(const std::string& name, std::u
 
 std::shared_ptr<lease_state> lease_book::add(lease_ref ref, std::string holder, std::uint64_t scope,
                                              steady::time_point started, const lease_options& options,
-                                             const std::shared_ptr<lease_engine>& engine) {
-  if (steady::now() >= started + options.ttl - loss_margin(options.ttl)) return nullptr;
+                                             const std::shared_ptr<lease_engine>& engine, steady::time_point now) {
+  if (now >= started + options.ttl - loss_margin(options.ttl)) return nullptr;
   auto a = std::make_shared<acquisition>();
   a->ref = std::move(ref);
   a->holder = std::move(holder);
@@ -150,11 +150,24 @@ void lease_book::forget_locked(acquisition& a) {
   if (n != by_name_.end() && n->second.get() == &a) by_name_.erase(n);
 }
 
-std::optional<release_request> lease_book::drop(lease_state& hold) {
+std::optional<release_request> lease_book::drop(lease_state& hold, bool& notices_queued) {
+  notices_queued = false;
   if (hold.finished.exchange(true)) return std::nullopt;
   auto& a = *hold.acq;
   std::lock_guard lk(mu_);
   recompute(a);
+  // A hold past its max_hold keeps nothing, reported or not: with the deadline thread late it was
+  // still counted, and the last other hold's drop left the row taken until its TTL ran out. It is
+  // ended here as the deadline thread would have, its on_lost left to that thread.
+  if (const auto now = steady::now(); a.kept_holds > 0 && !a.lost.load() && now >= a.next_hold_end) {
+    std::vector<lease_notice> notices;
+    end_holds_locked(a, now, notices);
+    if (!notices.empty()) {
+      notices_->push(std::move(notices));
+      queued_notices_.store(true);
+      notices_queued = true;
+    }
+  }
   // A hold reported lost alone (its max_hold passed while others kept the lease) keeps nothing: when
   // the last other hold goes, the lease is released, not left to run out its TTL.
   if (a.kept_holds > 0 || a.released) return std::nullopt;
@@ -237,9 +250,11 @@ void lease_book::renewed(const renew_batch& batch, const std::vector<std::size_t
 }
 
 void lease_book::deliver(std::vector<lease_notice>&& notices, std::unique_lock<std::mutex>& lk) {
-  if (notices.empty()) return;
+  // Notices drop() queued for the deadline thread run with these (expire() is that thread's call).
+  const bool queued = queued_notices_.exchange(false);
+  if (notices.empty() && !queued) return;
   const auto queue = notices_;  // kept: once a callback ran, the book may be gone
-  queue->push(std::move(notices));
+  if (!notices.empty()) queue->push(std::move(notices));
   lk.unlock();
   queue->deliver();
 }
@@ -346,6 +361,7 @@ steady::time_point lease_book::next_renewal() const {
 }
 
 steady::time_point lease_book::next_deadline() const {
+  if (queued_notices_.load()) return steady::time_point::min();  // drop() queued notices to run
   auto t = steady::time_point::max();
   std::lock_guard lk(mu_);
   for (const auto& [id, a] : live_) {

@@ -143,12 +143,18 @@ class lease_book {
   /// (`started` + TTL - loss_margin): by this client's own rule the lease is already lost, and
   /// another client may take it at any moment, so it must never be handed to the caller (a slow
   /// answer under a loaded server once returned such a lease 148 ms after its on_lost had run).
+  /// `now` is the caller's reading of the clock, so its own checks (max_hold) and this one judge
+  /// the same instant.
   std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,
-                                   const lease_options& options, const std::shared_ptr<lease_engine>& engine);
+                                   const lease_options& options, const std::shared_ptr<lease_engine>& engine,
+                                   steady::time_point now = steady::now());
 
   /// Drop a hold. Returns the release to send when it was the acquisition's last hold (nullopt for
-  /// an inner hold: the lease stays). A hold is dropped at most once.
-  std::optional<release_request> drop(lease_state& hold);
+  /// an inner hold: the lease stays). A hold is dropped at most once. Other holds already past their
+  /// max_hold, which a late deadline thread has not yet reported, keep nothing: they are marked lost
+  /// here and their on_lost notices queued, not run on this thread (its caller may hold a lock an
+  /// on_lost takes); `notices_queued` then says the deadline thread is to be woken to run them.
+  std::optional<release_request> drop(lease_state& hold, bool& notices_queued);
 
   /// Renewals due at `now` (each acquisition that renews and whose next renewal falls within the
   /// next sixth of its TTL), batched. Each renewing hold asks for its TTL, cut to its max_hold; the
@@ -216,6 +222,8 @@ class lease_book {
   std::map<std::string, std::shared_ptr<acquisition>> by_name_;  ///< a client holds a name at most once
   std::uint64_t next_id_ = 1;
   std::atomic<std::uint64_t> changes_{0};
+  /// Notices queued by drop() for the deadline thread: next_deadline() is now until expire() runs them.
+  std::atomic<bool> queued_notices_{false};
   const client_options* log_ = nullptr;
   std::shared_ptr<const event_sink> events_;
   bool skip_guarded_ = false;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <random>
+#include <thread>
 #include <tuple>
 
 namespace sqllock::detail {
@@ -202,7 +203,7 @@ std::shared_ptr<lease_state> lease_engine::record(const lease_ref& ref, std::uin
                          "not tried again (a max_hold shorter than the database's answer time can never be met)",
                      std::string(db_->kind()), "", "lease_acquire");
   }
-  auto h = book_.add(ref, label_, scope, started, options, self);
+  auto h = book_.add(ref, label_, scope, started, options, self, now);
   if (!h) {
     log_message(options_, log_level::warning,
                 "the acquire of '" + ref.name + "' (token " + std::to_string(ref.token) +
@@ -507,8 +508,15 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
     while (stored == 0) {
       // Each try of the write is bounded like an acquire statement (on SQLite: the write lock is
       // waited for up to 50 ms, as by a lock's try, so two first uses at once both get through).
-      const std::optional<int> got =
-          db_->semaphore_permits(name, permits, statement_deadline(steady::now(), options.ttl, bounded, deadline));
+      // A waiting acquire rides out a lost connection or a rollback like its acquire statements,
+      // until its deadline (give_up rethrows the loss then); a try reports it.
+      std::optional<int> got;
+      ride_out(
+          [&]() -> std::shared_ptr<lease_state> {
+            got = db_->semaphore_permits(name, permits, statement_deadline(steady::now(), options.ttl, bounded, deadline));
+            return nullptr;
+          },
+          waits, lost, options_, "storing the permit count of semaphore '" + name + "'");
       if (got) {
         stored = *got;
         if (stored == 0) {
@@ -523,6 +531,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       }
       if (!waits || steady::now() >= deadline) return give_up();
       if (stop.stop_requested()) throw cancelled("acquire of a permit of semaphore '" + name + "' cancelled");
+      // After a loss (which may come back at once: a refused connection), not in a tight loop.
+      if (lost.error) std::this_thread::sleep_until(std::min(deadline, steady::now() + options_.poll_min));
     }
     if (stored != permits) {
       throw invalid_argument("semaphore '" + name + "' has " + std::to_string(stored) + " permits; asked with " +
@@ -749,9 +759,9 @@ std::uint64_t lease_engine::current_scope() const {
   return options_.scope == holder_scope::per_thread ? thread_number() : 0;
 }
 
-void lease_engine::release_quietly(lease_state& hold) noexcept {
+void lease_engine::release_quietly(lease_state& hold, std::optional<steady::time_point> by) noexcept {
   try {
-    release(hold);
+    release(hold, by);
   } catch (const std::exception& e) {
     log_message(options_, log_level::info, std::string("release of an abandoned acquisition: ") + e.what());
   } catch (...) {
@@ -836,6 +846,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
   const auto start = call.start;
   const auto deadline = call.deadline;
   const bool waits = call.waits;
+  const bool bounded = timeout.has_value() && timeout->count() > 0;
+  // A row given back (a timeout, a step aside, an error) is sent within the wait's bound; unanswered,
+  // the outbox sends it again.
+  const std::optional<steady::time_point> give_back_by =
+      bounded ? std::optional(deadline + wait_grace) : std::nullopt;
   const std::uint64_t scope = current_scope();
   const std::string wrow = rw_writer_row(name);
   const std::string own_reader = rw_reader_row(name, nonce_, scope);
@@ -877,10 +892,12 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
         // scope: a downgrade) is no reader to wait for: look on either side of it.
         // A poll after a live reader was seen reads plainly first (no row lock while it lives).
         const bool polling = reader.has_value();
+        // Each read bounded like an acquire statement of this wait (a partition ends it by then).
+        const auto by = [&] { return statement_deadline(steady::now(), options.ttl, bounded, deadline); };
         const auto look = [&](const std::string& from, const std::string& to) {
           return look_after_guards(
-              *db_, polling, [&] { return db_->live_in_range(from, to); },
-              [&](lock_wait mode) { return db_->live_in_range_after_guards(from, to, mode); },
+              *db_, polling, [&] { return db_->live_in_range(from, to, by()); },
+              [&](lock_wait mode) { return db_->live_in_range_after_guards(from, to, mode, by()); },
               [](const std::optional<lock_info>& r) { return r.has_value(); });
         };
         if (book_.holds_live_in_scope(own_reader, scope, steady::now())) {
@@ -910,7 +927,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
       if (steady::now() >= deadline) {
         if (last_error) std::rethrow_exception(last_error);
         if (!throw_on_timeout) {
-          release_quietly(*w);
+          release_quietly(*w, give_back_by);
           return nullptr;
         }
         std::string msg = what + " not acquired within " + format_ms(timeout.value_or(milliseconds(0))) +
@@ -930,10 +947,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
       if (ticket->events() != events_before) backoff.polls = 0;
     }
   } catch (const cancelled&) {
-    release_quietly(*w);
+    release_quietly(*w, give_back_by);
     throw cancelled("acquire of " + what + " cancelled while its readers drained");
   } catch (...) {
-    release_quietly(*w);
+    release_quietly(*w, give_back_by);
     throw;
   }
 }
@@ -946,6 +963,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   const std::string& what = call.what;
   const auto deadline = call.deadline;
   const bool waits = call.waits;
+  const bool bounded = timeout.has_value() && timeout->count() > 0;
+  // A row given back (a timeout, a step aside, an error) is sent within the wait's bound; unanswered,
+  // the outbox sends it again.
+  const std::optional<steady::time_point> give_back_by =
+      bounded ? std::optional(deadline + wait_grace) : std::nullopt;
   const std::uint64_t scope = current_scope();
   const std::string wrow = rw_writer_row(name);
   const std::string rrow = rw_reader_row(name, nonce_, scope);
@@ -962,12 +984,14 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   // while a reader holds (look_after_guards); the look while waiting is a plain read.
   auto live_writer = [&](bool after_guards) -> bool {
     const auto live = [](const std::optional<lock_info>& r) { return r && r->time_left.count() > 0; };
+    // Each read bounded like an acquire statement of this wait (a partition ends it by then).
+    const auto by = [&] { return statement_deadline(steady::now(), options.ttl, bounded, deadline); };
     if (after_guards) {
       writer = look_after_guards(
-          *db_, false, [&] { return db_->inspect(wrow); },
-          [&](lock_wait mode) { return db_->inspect_writer_after_guards(wrow, mode); }, live);
+          *db_, false, [&] { return db_->inspect(wrow, by()); },
+          [&](lock_wait mode) { return db_->inspect_writer_after_guards(wrow, mode, by()); }, live);
     } else {
-      writer = db_->inspect(wrow);
+      writer = db_->inspect(wrow, by());
     }
     return live(writer);
   };
@@ -1016,12 +1040,12 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
           blocked = live_writer(true);
           last_error = nullptr;
         } catch (const connection_lost&) {
-          release_quietly(*h);
+          release_quietly(*h, give_back_by);
           dropped = true;
           if (!waits) throw;
           last_error = std::current_exception();
         } catch (...) {
-          release_quietly(*h);
+          release_quietly(*h, give_back_by);
           throw;
         }
         // Not handed out lost, nor past its loss point (the read answered late): not acquired. A
@@ -1031,7 +1055,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
           return h;
         }
         // Writer preference: step aside until the writer is gone.
-        if (!last_error) release_quietly(*h);
+        if (!last_error) release_quietly(*h, give_back_by);
       }
       if (!waits || steady::now() >= deadline) return give_up();
       if (!ticket) {
@@ -1053,7 +1077,9 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
 }
 
 void lease_engine::release(lease_state& hold, std::optional<steady::time_point> by) {
-  auto request = book_.drop(hold);
+  bool notices_queued = false;
+  auto request = book_.drop(hold, notices_queued);
+  if (notices_queued) renewer_->poke();  // the deadline thread runs the on_lost of holds drop() ended
   if (!request) return;  // finished already, or an inner hold: the lease stays
   auto& a = *hold.acq;
   // No lease statement keeps the lease's connection, or its caller, busy past the lease's loss
@@ -1186,7 +1212,7 @@ void lease_engine::renew(lease_state& hold) {
 
 std::optional<lock_info> lease_engine::inspect(const std::string& name) {
   validate_lock_name(name);
-  auto info = db_->inspect(name);
+  auto info = db_->inspect(name, steady::now() + io_timeout);
   if (info) {
     if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
   }
@@ -1196,7 +1222,7 @@ std::optional<lock_info> lease_engine::inspect(const std::string& name) {
 std::optional<lock_info> lease_engine::inspect_read_write(std::string_view name) {
   validate_lock_name(name);
   auto [lo, hi] = rw_rows_range(name);
-  auto info = db_->live_in_range(lo, hi);
+  auto info = db_->live_in_range(lo, hi, steady::now() + io_timeout);
   if (info) {
     if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
     info->name = std::string(name);

@@ -128,7 +128,7 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
                                            bool throw_on_timeout, const std::string& rw_of = {});
   /// Release a hold whose acquire is being abandoned; a failure is logged (an unanswered release is
   /// re-sent by the outbox, and the lease expires by its TTL in any case).
-  void release_quietly(lease_state& hold) noexcept;
+  void release_quietly(lease_state& hold, std::optional<steady::time_point> by = std::nullopt) noexcept;
   /// Renew one acquisition once on behalf of a caller; throws lease_lost / connection_lost.
   void renew_now(acquisition& a, std::chrono::milliseconds ttl, const char* statement);
   /// Debug line when an acquire starts waiting (`what`: a lock name or "a permit of ...").

@@ -99,28 +99,55 @@ void wait_queues::wake(const std::string& name) noexcept {
   }
 }
 
+// The backend's watch() may take a round trip (PostgreSQL: a LISTEN, up to the waiter's deadline):
+// it is called without the lock, so that the other waiters' add() and remove() never wait for it
+// (a wait that ended unregistered only after another waiter's LISTEN into a partition was answered:
+// two 3 s waits returned after 5.3 and 5.9 s). The backend counts watches and unwatches of a name,
+// so a watch and an unwatch of it racing here leave the same count in either order; a second
+// waiter that comes while the first one's watch is under way waits for its answer up to its own
+// deadline (polling, events false, if it has not come by then).
 bool watch_registry::add(const std::string& name, steady::time_point until) {
   if (!options_.notifications) return false;
-  std::lock_guard lk(mu_);
-  auto& e = names_[name];
-  if (e.waiters++ == 0) {
-    try {
-      e.events = db_.watch(name, until);
-    } catch (const std::exception& ex) {
-      e.events = false;
-      log_message(options_, log_level::warning,
-                  std::string("could not watch lock for wake-ups (polling only): ") + ex.what());
+  {
+    std::unique_lock lk(mu_);
+    auto& e = names_[name];
+    if (e.waiters++ > 0) {
+      // The entry lives while this waiter counts in it (erased only when its waiters reach 0).
+      watched_.wait_until(lk, until, [&] { return !e.watching; });
+      return e.events;
+    }
+    e.events = false;
+    e.watching = true;
+  }
+  bool events = false;
+  try {
+    events = db_.watch(name, until);
+  } catch (const std::exception& ex) {
+    log_message(options_, log_level::warning,
+                std::string("could not watch lock for wake-ups (polling only): ") + ex.what());
+  } catch (...) {
+    // Polling only, as above; the waiters behind are let go below.
+  }
+  {
+    std::lock_guard lk(mu_);
+    // Still this waiter's entry: it is erased only by the remove() of its last waiter, this one too.
+    if (auto it = names_.find(name); it != names_.end()) {
+      it->second.events = events;
+      it->second.watching = false;
     }
   }
-  return e.events;
+  watched_.notify_all();
+  return events;
 }
 
 void watch_registry::remove(const std::string& name) {
   if (!options_.notifications) return;
-  std::lock_guard lk(mu_);
-  auto it = names_.find(name);
-  if (it == names_.end() || --it->second.waiters > 0) return;
-  names_.erase(it);
+  {
+    std::lock_guard lk(mu_);
+    auto it = names_.find(name);
+    if (it == names_.end() || --it->second.waiters > 0) return;
+    names_.erase(it);
+  }
   try {
     db_.unwatch(name);
   } catch (const std::exception& ex) {

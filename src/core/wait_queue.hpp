@@ -76,7 +76,8 @@ class wait_queues {
 };
 
 /// Counts the local waiters of each name and tells the backend to watch a name while it has any.
-/// One mutex orders watch() and unwatch() of the same name; it is never held with another unit's.
+/// Its mutex guards the counts only: the backend's watch() and unwatch() are called without it
+/// (the backend counts them per name, so their order does not matter).
 class watch_registry {
  public:
   explicit watch_registry(backend& db, const client_options& options) : db_(db), options_(options) {}
@@ -89,10 +90,12 @@ class watch_registry {
   struct entry {
     int waiters = 0;
     bool events = false;
+    bool watching = false;  ///< the first waiter's backend watch() is under way
   };
   backend& db_;
   const client_options& options_;
   std::mutex mu_;
+  std::condition_variable watched_;  ///< a watch() under way has answered
   std::map<std::string, entry> names_;
 };
 

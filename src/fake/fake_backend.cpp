@@ -360,7 +360,7 @@ lock_info fake_backend::info(const std::string& name, const fake_database::row& 
   return i;
 }
 
-std::optional<lock_info> fake_backend::inspect(const std::string& name) {
+std::optional<lock_info> fake_backend::inspect(const std::string& name, steady::time_point) {
   const auto answer_after = answer_delay(fake_op::read);
   std::optional<lock_info> out;
   {
@@ -387,7 +387,7 @@ std::vector<lock_info> fake_backend::list_locks() {
   return out;
 }
 
-std::optional<lock_info> fake_backend::live_in_range(const std::string& lo, const std::string& hi) {
+std::optional<lock_info> fake_backend::live_in_range(const std::string& lo, const std::string& hi, steady::time_point) {
   const auto answer_after = answer_delay(fake_op::read);
   std::optional<lock_info> best;
   {

@@ -80,8 +80,9 @@ class fake_backend final : public backend {
   std::vector<std::size_t> renew(std::span<const renew_item> items, steady::time_point deadline) override;
   release_outcome release(const release_request& request, lane on) override;
   bool force_release(const std::string& name) override;
-  std::optional<lock_info> inspect(const std::string& name) override;
-  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override;
+  std::optional<lock_info> inspect(const std::string& name, steady::time_point deadline) override;
+  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi,
+                                         steady::time_point deadline) override;
   std::vector<lock_info> list_locks() override;
   std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override;
   queue_outcome queue_poll(const queue_request& request) override;

@@ -281,22 +281,25 @@ class mysql_backend final : public backend {
     });
   }
 
-  std::optional<lock_info> inspect(const std::string& name) override {
-    return first_lock_row(sql_.inspect, "lease_inspect", {name});
+  std::optional<lock_info> inspect(const std::string& name, steady::time_point deadline) override {
+    return first_lock_row(sql_.inspect, "lease_inspect", {name}, deadline);
   }
 
   bool guards_hold_off_readers() const noexcept override { return true; }
 
-  std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode) override {
-    if (mode == lock_wait::nowait) return first_lock_row(sql_.writer_check_nowait, "rw_writer_check_nowait", {name});
-    return first_lock_row(sql_.writer_check, "rw_writer_check", {name});
+  std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode,
+                                                       steady::time_point deadline) override {
+    if (mode == lock_wait::nowait) {
+      return first_lock_row(sql_.writer_check_nowait, "rw_writer_check_nowait", {name}, deadline);
+    }
+    return first_lock_row(sql_.writer_check, "rw_writer_check", {name}, deadline);
   }
 
   std::optional<lock_info> live_in_range_after_guards(const std::string& lo, const std::string& hi,
-                                                      lock_wait mode) override {
+                                                      lock_wait mode, steady::time_point deadline) override {
     const bool nowait = mode == lock_wait::nowait;
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
+    auto lock = lock_lane(caller_mutex_, caller_lane_until(deadline), backend_name, "rw_readers_check");
+    return with_lane(caller_, deadline, [&](connection& c) -> std::optional<lock_info> {
       count_statement();
       result_rows r = c.query(nowait ? sql_.readers_check_nowait : sql_.readers_check, {lo, hi},
                               nowait ? "rw_readers_check_nowait" : "rw_readers_check", true);
@@ -309,8 +312,9 @@ class mysql_backend final : public backend {
     });
   }
 
-  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
-    return first_lock_row(sql_.live_range, "lease_live_in_range", {lo, hi});
+  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi,
+                                         steady::time_point deadline) override {
+    return first_lock_row(sql_.live_range, "lease_live_in_range", {lo, hi}, deadline);
   }
 
   std::vector<lock_info> list_locks() override {
@@ -373,9 +377,10 @@ class mysql_backend final : public backend {
   }
 
   // Like PostgreSQL's, the INSERT IGNORE waits only for another first use of the same name.
-  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point) override {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> int {
+  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override {
+    std::unique_lock lock(caller_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(caller_lane_until(deadline))) return std::nullopt;  // busy: nothing sent
+    return with_lane(caller_, deadline, [&](connection& c) -> int {
       if (!options_.read_only) {
         count_statement();
         c.execute(sql_.semaphore_register, {name, static_cast<std::int64_t>(permits)}, "semaphore_register", true);
@@ -485,9 +490,9 @@ class mysql_backend final : public backend {
   /// The first lock row that `sql` (statement `name`) answers: inspect, the reader's writer checks,
   /// live_in_range; one statement on the callers' lane.
   std::optional<lock_info> first_lock_row(const std::string& sql, std::string_view name,
-                                          const std::vector<value>& params) {
-    std::lock_guard lock(caller_mutex_);
-    return with_lane(caller_, steady::now() + io_timeout, [&](connection& c) -> std::optional<lock_info> {
+                                          const std::vector<value>& params, steady::time_point deadline) {
+    auto lock = lock_lane(caller_mutex_, caller_lane_until(deadline), backend_name, name);
+    return with_lane(caller_, deadline, [&](connection& c) -> std::optional<lock_info> {
       count_statement();
       result_rows r = c.query(sql, params, name, true);
       if (r.empty()) return std::nullopt;

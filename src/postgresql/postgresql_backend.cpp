@@ -408,16 +408,19 @@ class postgresql_backend final : public backend {
     return PQntuples(r.get()) > 0;
   }
 
-  std::optional<lock_info> inspect(const std::string& name) override { return first_lock_row(inspect_, {name}); }
+  std::optional<lock_info> inspect(const std::string& name, steady::time_point deadline) override {
+    return first_lock_row(inspect_, {name}, deadline);
+  }
 
   bool guards_hold_off_readers() const noexcept override { return true; }
 
-  std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode) override {
-    if (mode == lock_wait::wait) return first_lock_row(writer_check_, {name});
+  std::optional<lock_info> inspect_writer_after_guards(const std::string& name, lock_wait mode,
+                                                       steady::time_point deadline) override {
+    if (mode == lock_wait::wait) return first_lock_row(writer_check_, {name}, deadline);
     // SKIP LOCKED: a row lock met is an answer (row_locked false), not an error in the server's log.
-    std::lock_guard lock(caller_mutex_);
+    auto lock = lock_lane(caller_mutex_, caller_lane_until(deadline), backend_name, "rw_writer_check_nowait");
     count_statement();
-    auto r = caller_.run(writer_check_nowait_, {name}, steady::now() + io_timeout);
+    auto r = caller_.run(writer_check_nowait_, {name}, deadline);
     if (PQntuples(r.get()) == 0) return std::nullopt;
     if (field_text(r.get(), 0, 8) != "t") throw_row_locked("rw_writer_check_nowait");
     return info(r.get(), 0);
@@ -433,11 +436,10 @@ class postgresql_backend final : public backend {
   }
 
   std::optional<lock_info> live_in_range_after_guards(const std::string& lo, const std::string& hi,
-                                                      lock_wait mode) override {
-    std::lock_guard lock(caller_mutex_);
+                                                      lock_wait mode, steady::time_point deadline) override {
+    auto lock = lock_lane(caller_mutex_, caller_lane_until(deadline), backend_name, "rw_readers_check");
     count_statement();
-    auto r = caller_.run(mode == lock_wait::nowait ? readers_check_nowait_ : readers_check_, {lo, hi},
-                         steady::now() + io_timeout);
+    auto r = caller_.run(mode == lock_wait::nowait ? readers_check_nowait_ : readers_check_, {lo, hi}, deadline);
     std::optional<lock_info> last;
     for (int i = 0; i < PQntuples(r.get()); ++i) {
       // SKIP LOCKED (no ERROR in the server's log): a row it could not lock is reported as NOWAIT would.
@@ -448,15 +450,14 @@ class postgresql_backend final : public backend {
     return last;
   }
 
-  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
-    return first_lock_row(live_range_, {lo, hi});
+  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi,
+                                         steady::time_point deadline) override {
+    return first_lock_row(live_range_, {lo, hi}, deadline);
   }
 
-  // The INSERT ... ON CONFLICT DO NOTHING waits only for another first use of the same name (a
-  // statement, not a transaction, of this library), so it keeps the I/O bound, not `deadline`.
-  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point) override {
-    std::lock_guard lock(caller_mutex_);
-    const auto deadline = steady::now() + io_timeout;
+  std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override {
+    std::unique_lock lock(caller_mutex_, std::defer_lock);
+    if (!lock.try_lock_until(caller_lane_until(deadline))) return std::nullopt;  // busy: nothing sent
     if (!options_.read_only) {
       count_statement();
       caller_.run(semaphore_register_, {name, std::to_string(permits)}, deadline);
@@ -519,10 +520,10 @@ class postgresql_backend final : public backend {
 
   /// The first lock row that `s` answers (inspect, the reader's writer checks, live_in_range), one
   /// statement on the callers' lane.
-  std::optional<lock_info> first_lock_row(const statement& s, const text_params& params) {
-    std::lock_guard lock(caller_mutex_);
+  std::optional<lock_info> first_lock_row(const statement& s, const text_params& params, steady::time_point deadline) {
+    auto lock = lock_lane(caller_mutex_, caller_lane_until(deadline), backend_name, "lease_inspect");
     count_statement();
-    auto r = caller_.run(s, params, steady::now() + io_timeout);
+    auto r = caller_.run(s, params, deadline);
     if (PQntuples(r.get()) == 0) return std::nullopt;
     return info(r.get(), 0);
   }

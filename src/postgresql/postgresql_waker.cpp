@@ -74,6 +74,25 @@ void waker::drain_notifies_locked(std::vector<std::string>& out) {
   }
 }
 
+void waker::apply_unwatches_locked() {
+  std::vector<std::pair<std::string, std::string>> todo;
+  {
+    std::lock_guard lock(unwatch_mutex_);
+    todo.swap(unwatches_);
+  }
+  for (const auto& [name, channel] : todo) {
+    if (auto it = names_.find(name); it != names_.end() && --it->second <= 0) names_.erase(it);
+    auto it = channels_.find(channel);
+    if (it == channels_.end() || --it->second > 0) continue;
+    channels_.erase(it);
+    // No statement here: unwatch() runs when a wait ends, often at its deadline, and an UNLISTEN
+    // into a partition would hold the caller up to 2 s past it (a 3 s wait returned after 5.25 s).
+    // The channel stays listened to until the next LISTEN drops it in the same round trip (or the
+    // connection is replaced); its notifications meanwhile wake no one, as nobody waits on it.
+    if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) stale_.insert(channel);
+  }
+}
+
 void waker::start_thread_locked() {
   if (thread_.joinable() || pipe_[0] < 0) return;
   thread_ = std::thread([this] { run(); });
@@ -84,6 +103,7 @@ bool waker::watch(const std::string& name, const std::string& channel,
   bool listening = false;
   try {
     std::lock_guard lock(mutex_);
+    apply_unwatches_locked();  // first: the counts below see every wait that has ended
     ++names_[name];
     // Bounded by the waiter's own deadline too: a bounded wait keeps its bound in a partition.
     const auto left = std::min(std::chrono::milliseconds(2000), time_until(until));
@@ -132,17 +152,15 @@ bool waker::watch(const std::string& name, const std::string& channel,
 
 void waker::unwatch(const std::string& name, const std::string& channel) noexcept {
   try {
-    std::lock_guard lock(mutex_);
-    if (auto it = names_.find(name); it != names_.end() && --it->second <= 0) names_.erase(it);
-    auto it = channels_.find(channel);
-    if (it == channels_.end()) return;
-    if (--it->second > 0) return;
-    channels_.erase(it);
-    // No statement here: unwatch() runs when a wait ends, often at its deadline, and an UNLISTEN
-    // into a partition would hold the caller up to 2 s past it (a 3 s wait returned after 5.25 s).
-    // The channel stays listened to until the next LISTEN drops it in the same round trip (or the
-    // connection is replaced); its notifications meanwhile wake no one, as nobody waits on it.
-    if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) stale_.insert(channel);
+    {
+      std::lock_guard lock(unwatch_mutex_);
+      unwatches_.emplace_back(name, channel);
+    }
+    // Applied now, unless another waiter's watch() holds the lock across its LISTEN (up to its own
+    // deadline or 2 s): a wait that ended must not wait for that (the fault soak saw two 3 s waits
+    // of one process return after 5.3 and 5.9 s). Its holder or the thread (poked) applies it then.
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (lock.owns_lock()) apply_unwatches_locked();
   } catch (...) {
   }
   poke();
@@ -157,6 +175,7 @@ void waker::run() {
     bool need_connect = false;
     {
       std::lock_guard lock(mutex_);
+      apply_unwatches_locked();
       wakes.swap(pending_);
       if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK)
         fd = PQsocket(conn_.get());
@@ -170,12 +189,36 @@ void waker::run() {
       conn_ptr fresh;
       try {
         fresh = connect(target_, &options_);
-        std::lock_guard lock(mutex_);
-        for (const auto& [ch, count] : channels_) listen_until(fresh.get(), "LISTEN", ch);
-        conn_ = std::move(fresh);
-        stale_.clear();
-        // Releases may have happened while we were not listening: let every waiter look again.
-        for (const auto& [n, count] : names_) wakes.push_back(n);
+        // The LISTENs go out without the lock (the fresh connection is this thread's alone until it
+        // is installed): a waiter's watch() or unwatch() must not wait for these round trips, up to
+        // 2 s each into a partition. Channels watched meanwhile are listened to in the next round.
+        std::set<std::string> listened;
+        for (;;) {
+          std::vector<std::string> todo;
+          {
+            std::lock_guard lock(mutex_);
+            apply_unwatches_locked();
+            if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) break;  // a watch() connected meanwhile
+            for (const auto& [ch, count] : channels_) {
+              if (listened.count(ch) == 0) todo.push_back(ch);
+            }
+            if (todo.empty()) {
+              conn_ = std::move(fresh);
+              // Listened to here but no longer watched: dropped with the next LISTEN.
+              stale_.clear();
+              for (const auto& ch : listened) {
+                if (channels_.count(ch) == 0) stale_.insert(ch);
+              }
+              // Releases may have happened while we were not listening: let every waiter look again.
+              for (const auto& [n, count] : names_) wakes.push_back(n);
+              break;
+            }
+          }
+          for (const auto& ch : todo) {
+            listen_until(fresh.get(), "LISTEN", ch);
+            listened.insert(ch);
+          }
+        }
         backoff = 100ms;
       } catch (const std::exception& e) {
         log_message(options_, log_level::debug, e.what());

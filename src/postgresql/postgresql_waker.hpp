@@ -29,7 +29,8 @@ class waker {
   /// connection is listening. Never throws.
   bool watch(const std::string& name, const std::string& channel, std::chrono::steady_clock::time_point until) noexcept;
   /// Stop listening once the last watcher of `channel` is gone: no statement, the UNLISTEN goes
-  /// with the next LISTEN (never blocks on the network). Never throws.
+  /// with the next LISTEN. Never blocks: while a watch() holds the lock for its LISTEN, the unwatch
+  /// is queued and applied by the next holder (that watch, or the thread). Never throws.
   void unwatch(const std::string& name, const std::string& channel) noexcept;
 
  private:
@@ -39,6 +40,8 @@ class waker {
   // With mutex_ held: collect queued notifications of the connection.
   void drain_notifies_locked(std::vector<std::string>& out);
   void start_thread_locked();
+  // With mutex_ held: apply the unwatches queued meanwhile, in order.
+  void apply_unwatches_locked();
 
   conn_target target_;
   client_options options_;
@@ -49,6 +52,9 @@ class waker {
   std::map<std::string, int> names_;
   std::vector<std::string> pending_;  // notifications read by watch()/unwatch(), for the thread
   std::set<std::string> stale_;       // channels conn_ still listens to that nobody watches
+
+  std::mutex unwatch_mutex_;  // a leaf: taken alone, or inside mutex_
+  std::vector<std::pair<std::string, std::string>> unwatches_;  // (name, channel) not applied yet
 
   std::mutex sink_mutex_;
   wake_sink* sink_ = nullptr;

@@ -245,8 +245,8 @@ class sqlite_backend final : public backend {
     return run.step(true);
   }
 
-  std::optional<lock_info> inspect(const std::string& name) override {
-    std::lock_guard lk(caller_mu_);
+  std::optional<lock_info> inspect(const std::string& name, steady::time_point deadline) override {
+    auto lk = lock_lane(caller_mu_, caller_lane_until(deadline), "sqlite", "lease_inspect");
     statement_run run = lease_statement(caller_, "lease_inspect");
     run.bind(1, name);
     count_statement();
@@ -254,8 +254,9 @@ class sqlite_backend final : public backend {
     return info_from(run);
   }
 
-  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi) override {
-    std::lock_guard lk(caller_mu_);
+  std::optional<lock_info> live_in_range(const std::string& lo, const std::string& hi,
+                                         steady::time_point deadline) override {
+    auto lk = lock_lane(caller_mu_, caller_lane_until(deadline), "sqlite", "lease_live_in_range");
     statement_run run = lease_statement(caller_, "lease_live_in_range");
     run.bind(1, lo);
     run.bind(2, hi);
@@ -343,7 +344,8 @@ class sqlite_backend final : public backend {
   }
 
   std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override {
-    std::lock_guard lk(caller_mu_);
+    std::unique_lock lk(caller_mu_, std::defer_lock);
+    if (!lk.try_lock_until(caller_lane_until(deadline))) return std::nullopt;  // busy: nothing sent
     // Read first: a stored count (every use but the first) needs no write, and so no wait for the
     // database's write lock (a WAL reader is never blocked). A try beside another connection's
     // write transaction stored it again on every call, under the default busy timeout, and came

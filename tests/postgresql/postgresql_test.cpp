@@ -1223,20 +1223,20 @@ TEST_F(PostgreSQL, BackendStatementsThroughTheSeam) {
   auto ok = s.renew({{{n1, "o1", a.token}, 20s}, {{n2, "o4", a2.token}, 20s}, {{n3, "wrong", a3.token}, 20s}});
   EXPECT_EQ(ok, (std::vector<std::size_t>{0, 1}));
   EXPECT_EQ(s.b->statements() - count_before, 1u);  // one statement for the whole batch
-  EXPECT_GT(s.b->inspect(n1)->time_left.count(), 15000);
+  EXPECT_GT(s.b->inspect(n1, std::chrono::steady_clock::now() + 10s)->time_left.count(), 15000);
   // A renewal never shortens a lease.
   EXPECT_EQ(s.renew({{{n1, "o1", a.token}, 1000ms}}), (std::vector<std::size_t>{0}));
-  EXPECT_GT(s.b->inspect(n1)->time_left.count(), 15000);
+  EXPECT_GT(s.b->inspect(n1, std::chrono::steady_clock::now() + 10s)->time_left.count(), 15000);
 
   // Release: owner-checked; the token is kept when free; a re-sent release matches nothing.
   EXPECT_FALSE(s.release(n1, "o2", a.token));
   EXPECT_TRUE(s.release(n1, "o1", a.token));
-  EXPECT_FALSE(s.b->inspect(n1).has_value());
+  EXPECT_FALSE(s.b->inspect(n1, std::chrono::steady_clock::now() + 10s).has_value());
   EXPECT_FALSE(s.release(n1, "o1", a.token));
   auto next = s.acquire(n1, "h2", "o6", 10s);
   EXPECT_EQ(next.token, a.token + 1);
   EXPECT_FALSE(s.release(n1, "o1", 0));  // by owner alone (an unanswered acquire): not the later one
-  EXPECT_EQ(s.b->inspect(n1)->owner, "o6");
+  EXPECT_EQ(s.b->inspect(n1, std::chrono::steady_clock::now() + 10s)->owner, "o6");
 
   // The same owner, expired: a new acquisition with a new token.
   EXPECT_TRUE(s.b->force_release(n2));
@@ -1348,7 +1348,7 @@ TEST_F(PostgreSQL, ReleaseNotifiesOnlyWhenNotificationsAreOn) {
         EXPECT_FALSE(s.release(n, "other", a.token));  // not the owner: nothing changes, no notification
         EXPECT_TRUE(s.release(n, owner, a.token));
         EXPECT_EQ(s.b->statements() - s0, 2u);
-        EXPECT_FALSE(s.b->inspect(n).has_value());
+        EXPECT_FALSE(s.b->inspect(n, std::chrono::steady_clock::now() + 10s).has_value());
       }
       const int expected = notifications ? rounds : 0;
       const auto until = steady::now() + (notifications ? 5000ms : 500ms);

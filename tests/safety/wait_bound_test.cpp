@@ -94,3 +94,107 @@ TEST(Partition, AMultiLockGivingBackIntoAPartitionKeepsItsBound) {
   proxy->pass();
   proxy->cut_silenced();
 }
+
+// A permit wait keeps its bound when its first use of the semaphore's name in this client meets a
+// partition: storing and reading the name's permit count waited for the caller lane without bound
+// and ran with the 10 s I/O bound, whatever the wait's own deadline (and on a lost connection a
+// waiting acquire threw at once instead of riding it out like its acquire statements).
+TEST(Partition, APermitWaitWhoseFirstUseMeetsAPartitionKeepsItsBound) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+  auto b = make_client();
+  const auto name = unique_name("permit_cut");
+  auto held = b.try_acquire_permit(name, 1, {.ttl = 30s});  // the count is stored; its only permit taken
+  ASSERT_TRUE(held);
+  {
+    auto warm = a.try_acquire(unique_name("permit_cut_warm"));  // a's connection is open
+    ASSERT_TRUE(warm);
+  }
+  proxy->blackhole();
+  const auto t0 = clock::now();
+  try {
+    EXPECT_FALSE(a.try_acquire_permit_for(name, 1, 1000ms));
+  } catch (const sqllock::connection_lost&) {
+    // Also fine: the database could not be reached within the bound.
+  }
+  EXPECT_LT(ms_since(t0), 1000 + 250 + 300);
+  proxy->pass();
+  proxy->cut_silenced();
+}
+
+// A reader-writer wait keeps its bound when the network is cut while it waits: the writer's look
+// for live readers and the reader's look for a live writer waited for the caller lane without bound
+// and ran with the 10 s I/O bound, whatever the wait's own deadline.
+TEST(Partition, AReaderWriterWaitCutOffMidwayKeepsItsBound) {
+  for (const bool writer_waits : {true, false}) {
+    SCOPED_TRACE(writer_waits ? "a writer waiting for a reader" : "a reader waiting for a writer");
+    auto proxy = make_proxy();
+    auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+    auto b = make_client();
+    const auto name = unique_name("rw_cut");
+    auto held = writer_waits ? b.try_acquire_read(name, {.ttl = 30s}) : b.try_acquire_write(name, {.ttl = 30s});
+    ASSERT_TRUE(held);
+    std::jthread cutter([&] {
+      std::this_thread::sleep_for(300ms);
+      proxy->blackhole();
+    });
+    const auto t0 = clock::now();
+    try {
+      EXPECT_FALSE(writer_waits ? a.try_acquire_write_for(name, 1000ms, {.ttl = 8s})
+                                : a.try_acquire_read_for(name, 1000ms, {.ttl = 8s}));
+    } catch (const sqllock::connection_lost&) {
+      // Also fine: the database could not be reached within the bound.
+    }
+    // The stated bound: timeout, plus the last statement's answer (250 ms), plus one answer for a
+    // writer's give-back of its row (250 ms), and slack for a busy machine.
+    EXPECT_LT(ms_since(t0), 1000 + 250 + 250 + 400);
+    cutter.join();
+    proxy->pass();
+    proxy->cut_silenced();
+  }
+}
+
+// A wait ending at its deadline keeps its bound while another waiter of its client starts watching
+// its own name through a slow network. The client's registry of watched names held its lock across
+// that waiter's watch (on PostgreSQL a LISTEN on the wake-up connection), and the wait that ended
+// could not unregister its own name until the LISTEN was answered. The fault soak saw two 3 s waits
+// of one process return after 5.3 and 5.9 s, at the same instant, in a partition.
+TEST(Partition, AWaitEndsInTimeWhileAnotherWaiterOfItsClientStartsWatchingThroughASlowNetwork) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url));
+  auto b = make_client();
+  const auto x = unique_name("watch_slow_x");
+  const auto y = unique_name("watch_slow_y");
+  auto hx = b.try_acquire(x, {.ttl = 30s});
+  auto hy = b.try_acquire(y, {.ttl = 30s});
+  ASSERT_TRUE(hx && hy);
+  {
+    auto warm = a.try_acquire(unique_name("watch_slow_warm"));  // the lease statements are prepared
+    ASSERT_TRUE(warm);
+  }
+  std::atomic<long long> waited{-1};
+  std::jthread first([&] {  // waits for x, its name watched before the network slows down
+    const auto t0 = clock::now();
+    try {
+      EXPECT_FALSE(a.try_acquire_for(x, 2000ms));
+    } catch (const sqllock::connection_lost&) {
+      // Also fine: the database could not be reached within the bound.
+    }
+    waited = ms_since(t0);
+  });
+  std::this_thread::sleep_for(300ms);
+  proxy->delay(700ms);  // a round trip: 1.4 s
+  // The second waiter's first try, then its watch of y (a LISTEN), each take a slow round trip: the
+  // watch is under way when the first wait ends.
+  std::jthread second([&] {
+    try {
+      (void)a.try_acquire_for(y, 4000ms);
+    } catch (const sqllock::error&) {
+    }
+  });
+  first.join();
+  // The stated bound: timeout plus the last statement's answer (250 ms), and slack for a busy machine.
+  EXPECT_LT(waited.load(), 2000 + 250 + 300);
+  proxy->pass();
+  second.join();
+}

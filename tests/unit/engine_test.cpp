@@ -56,6 +56,11 @@ TEST(Backoff, NoKnownHolderRetriesSoonAndNeverPastTheHoldersLeaseEnd) {
 // ---- lease_book (explicit times) ----
 
 namespace {
+std::optional<d::release_request> drop(d::lease_book& book, d::lease_state& hold) {
+  bool queued = false;
+  return book.drop(hold, queued);
+}
+
 sqllock::lease_options opts(milliseconds ttl, bool renew = true) {
   sqllock::lease_options o;
   o.ttl = ttl;
@@ -171,10 +176,10 @@ TEST(LeaseBook, ReentryIsPerScopeAndOnlyTheLastHoldReleases) {
   auto longer = book.reenter("n", 5, o, nullptr, t0, extend);
   ASSERT_TRUE(longer);
   EXPECT_TRUE(extend);  // will not renew and needs longer than the lease is known to last
-  EXPECT_FALSE(book.drop(*inner));
-  EXPECT_FALSE(book.drop(*inner));  // at most once
-  EXPECT_FALSE(book.drop(*outer));
-  auto release = book.drop(*longer);
+  EXPECT_FALSE(drop(book, *inner));
+  EXPECT_FALSE(drop(book, *inner));  // at most once
+  EXPECT_FALSE(drop(book, *outer));
+  auto release = drop(book, *longer);
   ASSERT_TRUE(release);
   EXPECT_EQ(release->lease.owner, "o");
   EXPECT_EQ(book.holds_of("o"), 0);
@@ -247,8 +252,8 @@ TEST(LeaseBook, AnInnerHoldPastItsMaxHoldIsLostAloneAndTheOuterHoldKeepsTheLease
   book.expire(t0 + 5s);  // past the first renewal's TTL: kept by the second
   EXPECT_EQ(outer_lost, 0);
   EXPECT_EQ(inner_lost, 1) << "told once";
-  EXPECT_FALSE(book.drop(*inner)) << "the inner hold's drop released the lease";
-  EXPECT_TRUE(book.drop(*outer));
+  EXPECT_FALSE(drop(book, *inner)) << "the inner hold's drop released the lease";
+  EXPECT_TRUE(drop(book, *outer));
 }
 
 // max_hold is a loss point of its own: the deadline thread reports the lease lost there (expire()),
@@ -392,7 +397,7 @@ void expect_kept_then_sent_again(void (*fault)(d::fake_backend&), milliseconds p
   std::this_thread::sleep_for(pause);
   EXPECT_EQ(box.flush(b, d::lane::watchdog, steady::now()), std::vector<std::string>{"n"});
   EXPECT_TRUE(box.empty());
-  EXPECT_FALSE(b.inspect("n"));
+  EXPECT_FALSE(b.inspect("n", steady::now() + 1s));
 }
 }  // namespace
 
@@ -451,7 +456,7 @@ TEST(ReleaseOutbox, AReleaseTheServerKeepsRollingBackIsSentAgainOnADoublingRamp)
   EXPECT_LE(pauses.back(), 1000ms) << "the ramp passed its 1 s cap";
   b.heal(d::fake_op::release);
   EXPECT_EQ(box.flush(b, d::lane::watchdog, box.next_due()), std::vector<std::string>{"n"});
-  EXPECT_FALSE(b.inspect("n"));
+  EXPECT_FALSE(b.inspect("n", steady::now() + 1s));
 }
 
 TEST(ReleaseOutbox, GivesUpOnceTheLeaseHasExpiredAnyway) {
@@ -735,6 +740,67 @@ TEST(Engine, ReleasingTheOuterHoldReleasesTheLeaseWhenOnlyAHoldLostAloneRemains)
   if (g) other->release(*g);
 }
 
+// The same with the deadline thread late (held up in another lease's on_lost, as a descheduled
+// thread would be): the inner hold is past its max_hold but not yet reported. It still counted as a
+// kept hold, so releasing the outer hold sent nothing and the row stayed taken until its TTL. The
+// release now ends that hold itself (lost() true at once) and frees the row; the hold's on_lost runs
+// on the deadline thread once it is free, never on the releasing thread.
+TEST(Engine, ReleasingTheOuterHoldFreesTheRowWhenTheOtherHoldIsPastItsMaxHoldButNotYetReported) {
+  engine_fixture f({.scope = sqllock::holder_scope::per_client});
+  auto stalled = std::make_shared<std::atomic<bool>>(false), go = std::make_shared<std::atomic<bool>>(false);
+  auto stall = f.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [stalled, go](const std::string&, std::int64_t) {
+                                         *stalled = true;
+                                         const auto until = std::chrono::steady_clock::now() + 10s;
+                                         while (!*go && std::chrono::steady_clock::now() < until)
+                                           std::this_thread::sleep_for(5ms);
+                                       }});
+  ASSERT_TRUE(stall);
+  struct unstall {
+    std::shared_ptr<std::atomic<bool>> go;
+    ~unstall() { *go = true; }
+  } unstall_at_exit{go};
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return stalled->load(); }, 3s)) << "the deadline thread was never held up";
+
+  auto outer = f.try_acquire("n", {.ttl = 30s});
+  ASSERT_TRUE(outer);
+  std::mutex told_mu;
+  std::optional<std::thread::id> told_on;
+  auto inner = f.try_acquire("n", {.ttl = 30s,
+                                   .on_lost =
+                                       [&](const std::string&, std::int64_t) {
+                                         std::lock_guard lk(told_mu);
+                                         told_on = std::this_thread::get_id();
+                                       },
+                                   .max_hold = 100ms});
+  ASSERT_TRUE(inner);
+  ASSERT_EQ(inner->acq, outer->acq);
+  std::this_thread::sleep_for(250ms);
+  ASSERT_FALSE(inner->lost.load()) << "the deadline thread was not late: this test shows nothing";
+  f.engine->release(*outer);
+  EXPECT_TRUE(inner->lost.load()) << "the hold past its max_hold is not lost after the outer release";
+  auto other = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(f.db), sqllock::client_options{});
+  auto g = other->acquire("n", {}, 0ms, {}, false);
+  EXPECT_TRUE(g) << "the lease stayed taken after its only hold not past its max_hold was released";
+  {
+    std::lock_guard lk(told_mu);
+    EXPECT_FALSE(told_on) << "on_lost ran before the deadline thread was free (on the releasing thread?)";
+  }
+  *go = true;
+  EXPECT_TRUE(sqllock_testing::eventually(
+      [&] {
+        std::lock_guard lk(told_mu);
+        return told_on.has_value();
+      },
+      3s))
+      << "the hold's on_lost never ran";
+  {
+    std::lock_guard lk(told_mu);
+    if (told_on) EXPECT_NE(*told_on, std::this_thread::get_id());
+  }
+  EXPECT_NO_THROW(f.engine->release(*inner));
+  if (g) other->release(*g);
+}
+
 // A re-entry whose extension fails (no answer) drops its hold. When another thread released the
 // outer hold meanwhile, that drop is the last one, and its release must still be sent (found by
 // helper-72's review): before, it was dropped with the error and the row stayed taken until its TTL.
@@ -824,9 +890,9 @@ TEST(EngineFair, OnlyAFairLeasesReleaseHandsOver) {
   auto fair = book.add({"f", "o2", 1}, "h", 0, steady::now(), f, nullptr);
   f.min_hold = 5s;
   auto kept = book.add({"k", "o3", 1}, "h", 0, steady::now(), f, nullptr);
-  EXPECT_FALSE(book.drop(*plain)->hand_over);
-  EXPECT_TRUE(book.drop(*fair)->hand_over);
-  EXPECT_FALSE(book.drop(*kept)->hand_over);
+  EXPECT_FALSE(drop(book, *plain)->hand_over);
+  EXPECT_TRUE(drop(book, *fair)->hand_over);
+  EXPECT_FALSE(drop(book, *kept)->hand_over);
 }
 
 // A fair poll, like an acquire, waits for this client's busy lane for at most half its budget: a

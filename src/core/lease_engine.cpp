@@ -821,6 +821,15 @@ struct rw_call {
   steady::time_point start;
   steady::time_point deadline;
   bool waits;
+  bool bounded;  ///< a wait with a finite, non-zero timeout
+  /// A row given back (a timeout, a step aside, an error) is sent within the wait's bound;
+  /// unanswered, the outbox sends it again. None for an unbounded wait.
+  std::optional<steady::time_point> give_back_by;
+  /// A read of the wait besides its acquires, bounded like an acquire statement of the wait (a
+  /// partition ends it by then).
+  steady::time_point read_deadline(milliseconds ttl) const {
+    return statement_deadline(steady::now(), ttl, bounded, deadline);
+  }
 };
 
 rw_call begin_rw(std::string_view name_view, const lease_options& options, const std::optional<milliseconds>& timeout,
@@ -829,10 +838,12 @@ rw_call begin_rw(std::string_view name_view, const lease_options& options, const
   if (options.fair) throw invalid_argument("lease_options::fair is for plain locks, not read-write leases");
   validate_ttl(options.ttl);
   if (timeout && timeout->count() < 0) throw invalid_argument("acquire_" + side + ": negative timeout");
-  rw_call c{std::string(name_view), "", steady::now(), {}, !timeout || timeout->count() > 0};
+  rw_call c{std::string(name_view), "", steady::now(), {}, !timeout || timeout->count() > 0,
+            timeout.has_value() && timeout->count() > 0, std::nullopt};
   c.what = "the " + side + " lock of '" + c.name + "'";
   if (stop.stop_requested()) throw cancelled("acquire of " + c.what + " cancelled before it started");
   c.deadline = c.start + ((timeout && *timeout < forever) ? *timeout : milliseconds(forever));
+  if (c.bounded) c.give_back_by = c.deadline + wait_grace;
   return c;
 }
 }  // namespace
@@ -846,11 +857,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
   const auto start = call.start;
   const auto deadline = call.deadline;
   const bool waits = call.waits;
-  const bool bounded = timeout.has_value() && timeout->count() > 0;
-  // A row given back (a timeout, a step aside, an error) is sent within the wait's bound; unanswered,
-  // the outbox sends it again.
-  const std::optional<steady::time_point> give_back_by =
-      bounded ? std::optional(deadline + wait_grace) : std::nullopt;
+  const auto& give_back_by = call.give_back_by;
   const std::uint64_t scope = current_scope();
   const std::string wrow = rw_writer_row(name);
   const std::string own_reader = rw_reader_row(name, nonce_, scope);
@@ -892,8 +899,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_write(std::string_view name_v
         // scope: a downgrade) is no reader to wait for: look on either side of it.
         // A poll after a live reader was seen reads plainly first (no row lock while it lives).
         const bool polling = reader.has_value();
-        // Each read bounded like an acquire statement of this wait (a partition ends it by then).
-        const auto by = [&] { return statement_deadline(steady::now(), options.ttl, bounded, deadline); };
+        const auto by = [&] { return call.read_deadline(options.ttl); };
         const auto look = [&](const std::string& from, const std::string& to) {
           return look_after_guards(
               *db_, polling, [&] { return db_->live_in_range(from, to, by()); },
@@ -963,11 +969,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   const std::string& what = call.what;
   const auto deadline = call.deadline;
   const bool waits = call.waits;
-  const bool bounded = timeout.has_value() && timeout->count() > 0;
-  // A row given back (a timeout, a step aside, an error) is sent within the wait's bound; unanswered,
-  // the outbox sends it again.
-  const std::optional<steady::time_point> give_back_by =
-      bounded ? std::optional(deadline + wait_grace) : std::nullopt;
+  const auto& give_back_by = call.give_back_by;
   const std::uint64_t scope = current_scope();
   const std::string wrow = rw_writer_row(name);
   const std::string rrow = rw_reader_row(name, nonce_, scope);
@@ -984,8 +986,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   // while a reader holds (look_after_guards); the look while waiting is a plain read.
   auto live_writer = [&](bool after_guards) -> bool {
     const auto live = [](const std::optional<lock_info>& r) { return r && r->time_left.count() > 0; };
-    // Each read bounded like an acquire statement of this wait (a partition ends it by then).
-    const auto by = [&] { return statement_deadline(steady::now(), options.ttl, bounded, deadline); };
+    const auto by = [&] { return call.read_deadline(options.ttl); };
     if (after_guards) {
       writer = look_after_guards(
           *db_, false, [&] { return db_->inspect(wrow, by()); },

@@ -1131,6 +1131,21 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
     throw;
   }
   if (released) {
+    if (a.fair && !request->hand_over) {
+      // A fair release kept by min_hold is no hand-over (the row is shortened, not given on), and
+      // the plain release leaves the releaser's ticket: still live from its last poll, it would
+      // count as a waiter ahead of every other once the row ends, until its fair_ticket_ttl ran
+      // out. Left unanswered (the release was), the ticket expires by itself.
+      try {
+        db_->queue_leave(a.ref.owner, request->deadline);
+      } catch (const error& e) {
+        if (options_.log) {
+          log_message(options_, log_level::debug,
+                      "the ticket of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
+                          ") was not deleted after its release: " + e.what() + "; it expires by itself");
+        }
+      }
+    }
     queues_.wake(a.ref.name);
     wake_fair(a.ref.name);
     if (options_.log) {

@@ -345,7 +345,10 @@ class SQLLOCK_EXPORT client {
   ///   it (hold_count() grows), and may take the read lock (a downgrade: then release the write lock
   ///   and keep reading). A holder of the read lock re-enters it without waiting, even behind a
   ///   waiting writer (it would otherwise deadlock with it), and asking for the write lock throws
-  ///   upgrade_refused at once, changing nothing.
+  ///   upgrade_refused at once, changing nothing. With holder_scope::per_client the client is one
+  ///   holder: a read asked by one thread while another thread of it is still waiting for readers
+  ///   to drain with its writer row stored is a downgrade too (granted at once; that writer does
+  ///   not wait for it).
   /// Timeouts, stop tokens and results are as for try_acquire / try_acquire_for / acquire_for /
   /// acquire; a waiting writer polls the readers with the client's back-off (woken at once by this
   /// client's own releases), a waiting reader watches the writer row like a lock.

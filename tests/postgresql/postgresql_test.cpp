@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "common/fault_proxy.hpp"
 #include "common/test_support.hpp"
 #include "core/text.hpp"
 #include "postgresql/postgresql_connection.hpp"
@@ -1387,3 +1388,52 @@ TEST(PostgreSQLPlaceholders, ChannelsAreStablePerTableAndName) {
 }
 
 }  // namespace
+
+// A waiter's watch() keeps its own deadline while another waiter of its client is listening on
+// another name through a slow network: the waker held its lock across that LISTEN (up to the other
+// waiter's deadline or 2 s), and a wait watching another name waited for it, past its own bound.
+// Not taken in time, the watch is left to the waker (the waiter polls meanwhile) and applied once
+// the network answers: the name's releases then wake it.
+TEST_F(PostgreSQL, AWatchKeepsItsDeadlineWhileAnotherWatchListensThroughASlowNetwork) {
+  const auto u = sqllock::parse_url(url());
+  sqllock::test::fault_proxy proxy(u.host.empty() ? "127.0.0.1" : u.host, u.port);
+  auto s = make_seam(proxy.wrap_url(url()));
+  const std::string warm = unique("pg_watch_warm"), x = unique("pg_watch_x"), y = unique("pg_watch_y");
+  ASSERT_TRUE(s.b->watch(warm, steady::now() + 5s)) << "the wake-up connection did not listen";
+  proxy.hold();  // the LISTEN of x goes out and is answered only at pass()
+  std::jthread first([&] { EXPECT_FALSE(s.b->watch(x, steady::now() + 1800ms)); });
+  std::this_thread::sleep_for(200ms);
+  const auto t0 = steady::now();
+  (void)s.b->watch(y, t0 + 300ms);
+  const auto took = std::chrono::duration_cast<milliseconds>(steady::now() - t0).count();
+  EXPECT_LT(took, 300 + 200) << "a watch waited for another watch's LISTEN past its own deadline";
+  first.join();
+  proxy.pass();
+  // y counts as watched: a release of y by another client wakes this client, once the waker has
+  // listened again (its connection, given up in the hold, is replaced).
+  struct sink : sqllock::detail::wake_sink {
+    std::mutex mu;
+    std::vector<std::string> woken;
+    void wake(const std::string& name) noexcept override {
+      std::lock_guard lk(mu);
+      woken.push_back(name);
+    }
+    bool saw(const std::string& name) {
+      std::lock_guard lk(mu);
+      return std::find(woken.begin(), woken.end(), name) != woken.end();
+    }
+  } events;
+  s.b->set_wake_sink(&events);
+  auto other = make_seam(url());
+  const auto until = steady::now() + 10s;
+  while (!events.saw(y) && steady::now() < until) {
+    ASSERT_TRUE(other.acquire(y, "h", "oy", 10s).acquired);
+    ASSERT_TRUE(other.release(y, "oy", 0));
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(events.saw(y)) << "the watch of y was never applied";
+  s.b->set_wake_sink(nullptr);
+  s.b->unwatch(warm);
+  s.b->unwatch(x);
+  s.b->unwatch(y);
+}

@@ -920,6 +920,8 @@ TEST_F(PostgreSQL, AFairHoldGuardingAnAdoptedTransactionIsNotHandedOverUntilTheA
 // library never sends the two together (the client holds a release back while it runs a guard of
 // that lease), so the statements are sent here directly. Reports the release's first row, whether
 // the guard waited (for the release's advisory lock or its row lock) and the rows it passed.
+// `row_lock` false: the release is sent without its FOR UPDATE of the row (the positive control:
+// the race must then let the guard pass, or these tests could not fail).
 namespace {
 struct guard_race {
   std::vector<std::optional<std::string>> released;  // the release's first row (nullopt: NULL)
@@ -927,7 +929,8 @@ struct guard_race {
   int guard_rows = -1;  // -1: the guard's statement failed
 };
 guard_race race_guard_against_release(const std::string& url, const std::string& admin_url, const std::string& holder,
-                                      const char* release, const std::vector<const char*>& params) {
+                                      const char* release, const std::vector<const char*>& params,
+                                      bool row_lock = true) {
   namespace d = sqllock::detail;
   guard_race out;
   pg_handle admin(admin_url);
@@ -946,7 +949,17 @@ guard_race race_guard_against_release(const std::string& url, const std::string&
   auto sql = [](const char* statement) {
     return d::render_sql(d::embedded_sql(sqllock::dialect::postgresql, statement), "sqllock_locks", sqllock::dialect::postgresql);
   };
-  const std::string release_sql = sql(release), guard_sql = sql("lease_guard");
+  std::string release_sql = sql(release);
+  const std::string guard_sql = sql("lease_guard");
+  if (!row_lock) {
+    const std::string lock_clause = "\n  FOR UPDATE\n)";
+    const auto at = release_sql.find(lock_clause);
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "no FOR UPDATE clause to take out of " << release;
+      return out;
+    }
+    release_sql.replace(at, lock_clause.size(), "\n)");
+  }
   pg_handle rel(url), guard(url);
   if (!rel.ok() || !guard.ok()) {
     ADD_FAILURE() << "no connection";
@@ -987,17 +1000,28 @@ guard_race race_guard_against_release(const std::string& url, const std::string&
 // The guard's mark at the SQL level: a guard whose statement began before a reader-writer release
 // committed (its snapshot still shows the lease held; it then waits for the release's advisory
 // lock) must not pass on the row the release freed.
+// Run first without the release's row lock (the positive control: the guard must then pass, as it
+// did before the row lock was added), then as shipped.
 TEST_F(PostgreSQL, AGuardRacingAReaderWriterReleaseDoesNotPassOnTheRowItFreed) {
-  sqllock::client_options o;
-  o.holder_id = unique("pg_guard_race");
-  auto a = client(o);
-  auto r = a.try_acquire_read(unique("pg_guard_race_lock"), {.ttl = 30s});
-  ASSERT_TRUE(r);
-  const auto race = race_guard_against_release(url(), admin_url(), o.holder_id, "lease_release", {"0", nullptr, "true"});
-  ASSERT_FALSE(race.released.empty());
-  EXPECT_EQ(race.released[0], "t") << "the release did not free the row";
-  EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
-  EXPECT_EQ(race.guard_rows, 0) << "the guard passed on a row its lease's release had freed (-1: it failed)";
+  for (const bool row_lock : {false, true}) {
+    SCOPED_TRACE(row_lock ? "as shipped" : "positive control: the release without its FOR UPDATE");
+    sqllock::client_options o;
+    o.holder_id = unique("pg_guard_race");
+    auto a = client(o);
+    auto r = a.try_acquire_read(unique("pg_guard_race_lock"), {.ttl = 30s});
+    ASSERT_TRUE(r);
+    const auto race =
+        race_guard_against_release(url(), admin_url(), o.holder_id, "lease_release", {"0", nullptr, "true"}, row_lock);
+    ASSERT_FALSE(race.released.empty());
+    EXPECT_EQ(race.released[0], "t") << "the release did not free the row";
+    EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
+    if (row_lock) {
+      EXPECT_EQ(race.guard_rows, 0) << "the guard passed on a row its lease's release had freed (-1: it failed)";
+    } else {
+      EXPECT_EQ(race.guard_rows, 1) << "without the row lock the race no longer lets the guard pass: this test "
+                                       "cannot tell the row lock's effect";
+    }
+  }
 }
 
 // The same race for a fair release that hands the lease over: the hand-over is a plain UPDATE that
@@ -1005,29 +1029,45 @@ TEST_F(PostgreSQL, AGuardRacingAReaderWriterReleaseDoesNotPassOnTheRowItFreed) {
 // before the release committed would pass on a row that now belongs to the next ticket's owner.
 // The release locks the row FOR UPDATE first (fair_release.sql), so the guard waits and reads the
 // row again.
+// Also run first without the release's row lock (the positive control).
 TEST_F(PostgreSQL, AGuardRacingAFairHandOverDoesNotPassOnTheRowItHandedOn) {
-  sqllock::client_options o;
-  o.holder_id = unique("pg_fair_race");
-  auto a = client(o);
-  auto b = client();
-  const std::string name = unique("pg_fair_race_lock");
-  auto g = a.try_acquire(name, {.ttl = 30s, .fair = true});
-  ASSERT_TRUE(g);
-  std::atomic<bool> entered{false};
-  std::jthread taker([&] {
-    auto h = b.acquire_for(name, 20s, {.ttl = 10s, .fair = true});
-    entered = static_cast<bool>(h);
-  });
-  ASSERT_TRUE(sqllock_testing::eventually([&] { return a.list_queue().size() == 1; }, 10s)) << "b took no ticket";
-  const auto race = race_guard_against_release(url(), admin_url(), o.holder_id, "fair_release", {nullptr});
-  ASSERT_EQ(race.released.size(), 3u);
-  EXPECT_EQ(race.released[0], "t") << "the release did not release the row";
-  EXPECT_TRUE(race.released[1]) << "the release did not hand the row over to the waiting ticket";
-  EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
-  EXPECT_EQ(race.guard_rows, 0) << "the guard passed on a row its lease's release had handed to the next ticket (-1: it failed)";
-  g.reset();  // its row is no longer its own: the release finds nothing to free
-  taker.join();
-  EXPECT_TRUE(entered.load()) << "the waiting ticket never learned that it holds the lock";
+  for (const bool row_lock : {false, true}) {
+    SCOPED_TRACE(row_lock ? "as shipped" : "positive control: the release without its FOR UPDATE");
+    sqllock::client_options o;
+    o.holder_id = unique("pg_fair_race");
+    auto a = client(o);
+    auto b = client();
+    const std::string name = unique("pg_fair_race_lock");
+    auto g = a.try_acquire(name, {.ttl = 30s, .fair = true});
+    ASSERT_TRUE(g);
+    std::atomic<bool> entered{false};
+    std::jthread taker([&] {
+      auto h = b.acquire_for(name, 20s, {.ttl = 10s, .fair = true});
+      entered = static_cast<bool>(h);
+    });
+    ASSERT_TRUE(sqllock_testing::eventually(
+        [&] {
+          const auto q = a.list_queue();
+          return std::count_if(q.begin(), q.end(), [&](const auto& w) { return w.name == name; }) == 1;
+        },
+        10s))
+        << "b took no ticket";
+    const auto race = race_guard_against_release(url(), admin_url(), o.holder_id, "fair_release", {nullptr}, row_lock);
+    ASSERT_EQ(race.released.size(), 3u);
+    EXPECT_EQ(race.released[0], "t") << "the release did not release the row";
+    EXPECT_TRUE(race.released[1]) << "the release did not hand the row over to the waiting ticket";
+    EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
+    if (row_lock) {
+      EXPECT_EQ(race.guard_rows, 0)
+          << "the guard passed on a row its lease's release had handed to the next ticket (-1: it failed)";
+    } else {
+      EXPECT_EQ(race.guard_rows, 1) << "without the row lock the race no longer lets the guard pass: this test "
+                                       "cannot tell the row lock's effect";
+    }
+    g.reset();  // its row is no longer its own: the release finds nothing to free
+    taker.join();
+    EXPECT_TRUE(entered.load()) << "the waiting ticket never learned that it holds the lock";
+  }
 }
 
 // A reader-writer release that meets a brief row lock that is no guard (another reader's or a

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <set>
+#include <thread>
 
 namespace sqllock::detail::pg {
 
@@ -29,6 +30,18 @@ void listen_until(PGconn* c, const std::set<std::string>& listen, const std::set
   for (const auto& ch : listen) sql += listen_sql("LISTEN", ch) + "; ";
   if (sql.empty()) return;
   exec_simple_until(c, sql, "listen", std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(2)));
+}
+
+// Takes `lock` by `by`. Tries again every millisecond or so, not with a timed lock: the lock is
+// held for long only across a LISTEN into a slow network, and ThreadSanitizer does not follow
+// pthread_mutex_clocklock (std::timed_mutex's steady-clock wait), which would fail its runs.
+bool lock_by(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point by) {
+  while (!lock.try_lock()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= by) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(by - now, std::chrono::milliseconds(1)));
+  }
+  return true;
 }
 
 }  // namespace
@@ -141,7 +154,7 @@ bool waker::watch(const std::string& name, const std::string& channel,
     // poked below. The waiter polls meanwhile.
     const auto left = std::min(std::chrono::milliseconds(2000), time_until(until));
     std::unique_lock lock(mutex_, std::defer_lock);
-    if (!lock.try_lock_until(std::chrono::steady_clock::now() + left)) {
+    if (!lock_by(lock, std::chrono::steady_clock::now() + left)) {
       poke();
       return false;
     }

@@ -53,7 +53,7 @@ class waker {
   conn_target target_;
   client_options options_;
 
-  std::timed_mutex mutex_;  // conn_, channels_, names_, pending_, stale_, to_listen_
+  std::mutex mutex_;  // conn_, channels_, names_, pending_, stale_, to_listen_
   conn_ptr conn_;
   std::map<std::string, int> channels_;
   std::map<std::string, int> names_;

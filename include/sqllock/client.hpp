@@ -25,6 +25,7 @@ class backend;
 class lease_engine;
 struct lease_state;
 struct client_access;  // unit tests only: a client on a backend they built (src/core/client_access.hpp)
+struct guard_access;   // the recipes: a release within a bound shared by several (src/core/guard_access.hpp)
 }  // namespace detail
 
 /// Severity of a message sent to client_options::log.
@@ -257,6 +258,7 @@ class SQLLOCK_EXPORT lease_guard {
  private:
   friend class client;
   friend class transaction;
+  friend struct detail::guard_access;
   SQLLOCK_NO_EXPORT explicit lease_guard(std::shared_ptr<detail::lease_state> s) noexcept;
   std::shared_ptr<detail::lease_state> state_;
 };

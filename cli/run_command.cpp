@@ -25,11 +25,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
@@ -246,6 +248,14 @@ class held_leases {
     return out;
   }
   bool lost() const noexcept { return permit_ ? permit_->lost() : multi_->lost(); }
+  /// (name, fencing token) of each lease of a multi-lock; std::nullopt for a permit or reader-writer
+  /// lease.
+  std::optional<std::vector<std::pair<std::string, std::int64_t>>> leases() const {
+    if (permit_) return std::nullopt;
+    std::vector<std::pair<std::string, std::int64_t>> out;
+    for (std::size_t i = 0; i < multi_->size(); ++i) out.emplace_back((*multi_)[i].name(), (*multi_)[i].fencing_token());
+    return out;
+  }
   /// Every lease may be relied on now: not lost and before its loss point and max_hold by this
   /// process's clock, even when the library's deadline thread has not yet reported it lost.
   bool usable() const noexcept { return permit_ ? permit_->usable() : multi_->usable(); }
@@ -260,6 +270,45 @@ class held_leases {
  private:
   std::optional<sqllock::multi_lease_guard> multi_;
   std::optional<sqllock::lease_guard> permit_;
+};
+
+/// Which on_lost reports are losses of what run holds. A multi-lock gives back a lease lost while
+/// it waited for the other names and takes that name again (a new acquisition, a greater token): the
+/// given-back lease's on_lost, whenever it comes, is no loss of the set run got. Reports that come
+/// before the set is known are kept and matched once it is.
+class loss_filter {
+ public:
+  explicit loss_filter(std::atomic<bool>& lost) : lost_(lost) {}
+  /// From on_lost (the library's threads).
+  void report(const std::string& name, std::int64_t token) {
+    std::lock_guard lk(m_);
+    if (!known_) {
+      early_.emplace_back(name, token);
+    } else if (counts(name, token)) {
+      lost_.store(true);
+    }
+  }
+  /// What run holds: the (name, fencing token) of each lease of a multi-lock; std::nullopt for a
+  /// permit or a reader-writer lease (one acquisition: each of its reports counts).
+  void held(std::optional<std::vector<std::pair<std::string, std::int64_t>>> set) {
+    std::lock_guard lk(m_);
+    known_ = true;
+    set_ = std::move(set);
+    for (const auto& [name, token] : early_) {
+      if (counts(name, token)) lost_.store(true);
+    }
+    early_.clear();
+  }
+
+ private:
+  bool counts(const std::string& name, std::int64_t token) const {
+    return !set_ || std::find(set_->begin(), set_->end(), std::pair(name, token)) != set_->end();
+  }
+  std::atomic<bool>& lost_;
+  std::mutex m_;
+  bool known_ = false;
+  std::optional<std::vector<std::pair<std::string, std::int64_t>>> set_;
+  std::vector<std::pair<std::string, std::int64_t>> early_;
 };
 
 std::vector<std::string> child_environment(const held_leases& guard, const std::vector<std::string>& names) {
@@ -345,6 +394,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
   wake_pipe pipe;
   signal_handlers handlers(take_terminal);
   std::atomic<bool> lost{false};
+  loss_filter losses(lost);
   std::atomic<int> pending_signal{0};
 
   try {
@@ -380,9 +430,9 @@ int run_run(const common_options& common, const run_options& run_flags) {
       // From the library's deadline thread: no writing to a possibly stalled stderr here.
       wake(at_risk_byte);
     };
-    lease.on_lost = [&lost](const std::string&, std::int64_t) {
-      // Called from the watchdog thread: set the flag, then wake the main loop.
-      lost.store(true);
+    lease.on_lost = [&losses](const std::string& name, std::int64_t token) {
+      // Called from the watchdog thread: set the flag (a loss of what run holds), then wake the main loop.
+      losses.report(name, token);
       wake(lease_lost_byte);
     };
 
@@ -448,6 +498,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
         return 128 + signo;
       }
     }
+    losses.held(guard->leases());
     if (const int signo = pending_signal.load(); signo != 0) {
       // The signal came just as the lock was acquired: do not start CMD.
       try {

@@ -25,6 +25,7 @@ class backend;
 class lease_engine;
 struct lease_state;
 struct client_access;  // unit tests only: a client on a backend they built (src/core/client_access.hpp)
+struct guard_access;   // the recipes: a release within a bound shared by several (src/core/guard_access.hpp)
 }  // namespace detail
 
 /// Severity of a message sent to client_options::log.
@@ -257,6 +258,7 @@ class SQLLOCK_EXPORT lease_guard {
  private:
   friend class client;
   friend class transaction;
+  friend struct detail::guard_access;
   SQLLOCK_NO_EXPORT explicit lease_guard(std::shared_ptr<detail::lease_state> s) noexcept;
   std::shared_ptr<detail::lease_state> state_;
 };
@@ -345,7 +347,10 @@ class SQLLOCK_EXPORT client {
   ///   it (hold_count() grows), and may take the read lock (a downgrade: then release the write lock
   ///   and keep reading). A holder of the read lock re-enters it without waiting, even behind a
   ///   waiting writer (it would otherwise deadlock with it), and asking for the write lock throws
-  ///   upgrade_refused at once, changing nothing.
+  ///   upgrade_refused at once, changing nothing. With holder_scope::per_client the client is one
+  ///   holder: a read asked by one thread while another thread of it is still waiting for readers
+  ///   to drain with its writer row stored is a downgrade too (granted at once; that writer does
+  ///   not wait for it).
   /// Timeouts, stop tokens and results are as for try_acquire / try_acquire_for / acquire_for /
   /// acquire; a waiting writer polls the readers with the client's back-off (woken at once by this
   /// client's own releases), a waiting reader watches the writer row like a lock.

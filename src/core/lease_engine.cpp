@@ -1077,7 +1077,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_read(std::string_view name_vi
   }
 }
 
-void lease_engine::release(lease_state& hold, std::optional<steady::time_point> by) {
+void lease_engine::release(lease_state& hold, std::optional<steady::time_point> by, bool floor_by) {
   bool notices_queued = false;
   auto request = book_.drop(hold, notices_queued);
   if (notices_queued) renewer_->poke();  // the deadline thread runs the on_lost of holds drop() ended
@@ -1089,8 +1089,9 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   // still gets release_floor to free the row early.
   const auto now = steady::now();
   request->deadline = std::min(now + io_timeout, std::max(book_.loss_point(a), now + release_floor));
-  // The caller's own bound (a multi-lock giving back at its deadline), with the same floor.
-  if (by) request->deadline = std::min(request->deadline, std::max(*by, now + release_floor));
+  // The caller's own bound (a reader-writer wait giving back at its deadline), with the same floor;
+  // without it (a multi-lock giving back its set within one bound) the bound as given.
+  if (by) request->deadline = std::min(request->deadline, floor_by ? std::max(*by, now + release_floor) : *by);
   // A transaction guarding this lease (transaction::require_lease) is still open: freeing the row
   // now would let the next holder in before that transaction commits. On PostgreSQL nothing would
   // stop it (the guard's FOR KEY SHARE does not hold off a plain UPDATE, and a reader-writer check
@@ -1110,6 +1111,16 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   if (a.guards.load() > 0) {
     hold_back(std::shared_ptr<const std::atomic<int>>(hold.acq, &a.guards), "the transaction guarding it to end");
     return;
+  }
+  if (request->deadline <= now) {
+    // The caller's bound is used up (by the releases before this one of a set given back into a
+    // partition): not sent on the caller's lane, where it could only wait; the outbox sends it.
+    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
+    renewer_->poke();
+    const connection_lost e("release of '" + a.ref.name + "': its caller's bound was used up; it is sent in the background",
+                            std::string(db_->kind()), "", "lease_release");
+    events_->emit_error(e, a.ref.name, a.ref.token);
+    throw e;
   }
   bool released = false;
   try {
@@ -1131,6 +1142,21 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
     throw;
   }
   if (released) {
+    if (a.fair && !request->hand_over) {
+      // A fair release kept by min_hold is no hand-over (the row is shortened, not given on), and
+      // the plain release leaves the releaser's ticket: still live from its last poll, it would
+      // count as a waiter ahead of every other once the row ends, until its fair_ticket_ttl ran
+      // out. Left unanswered (the release was), the ticket expires by itself.
+      try {
+        db_->queue_leave(a.ref.owner, request->deadline);
+      } catch (const error& e) {
+        if (options_.log) {
+          log_message(options_, log_level::debug,
+                      "the ticket of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
+                          ") was not deleted after its release: " + e.what() + "; it expires by itself");
+        }
+      }
+    }
     queues_.wake(a.ref.name);
     wake_fair(a.ref.name);
     if (options_.log) {

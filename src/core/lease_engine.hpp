@@ -67,8 +67,10 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
                                             std::optional<std::chrono::milliseconds> timeout, std::stop_token stop,
                                             bool throw_on_timeout);
   /// Drop a hold; the last hold of an acquisition releases it in the database. A no-op when the
-  /// hold is already finished. Throws lease_lost when the owner check fails.
-  void release(lease_state& hold, std::optional<steady::time_point> by = std::nullopt);
+  /// hold is already finished. Throws lease_lost when the owner check fails. `by`: the caller's own
+  /// bound, at least one answer's time (release_floor) from now unless !floor_by; a bound already
+  /// passed then sends nothing on the caller's lane: the outbox sends it (connection_lost).
+  void release(lease_state& hold, std::optional<steady::time_point> by = std::nullopt, bool floor_by = true);
   /// Renew now (explicit lease_guard::renew()).
   void renew(lease_state& hold);
   /// `hold` may be relied on now (lease_guard::usable): not finished, and its acquisition usable by

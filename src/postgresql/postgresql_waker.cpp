@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <set>
+#include <thread>
 
 namespace sqllock::detail::pg {
 
@@ -22,12 +23,25 @@ std::string listen_sql(const char* verb, const std::string& channel) {
 // LISTEN answers at once unless the server is unreachable: bounded, so that a waiter about to
 // wait (or the thread) is never stuck in a partition; polling covers the gap. `unlisten`: channels
 // nobody watches any more, dropped in the same round trip. `until`: a waiter's own deadline.
-void listen_until(PGconn* c, const char* verb, const std::string& channel, const std::set<std::string>& unlisten = {},
+void listen_until(PGconn* c, const std::set<std::string>& listen, const std::set<std::string>& unlisten = {},
                   std::chrono::steady_clock::time_point until = std::chrono::steady_clock::time_point::max()) {
   std::string sql;
   for (const auto& ch : unlisten) sql += listen_sql("UNLISTEN", ch) + "; ";
-  sql += listen_sql(verb, channel);
+  for (const auto& ch : listen) sql += listen_sql("LISTEN", ch) + "; ";
+  if (sql.empty()) return;
   exec_simple_until(c, sql, "listen", std::min(until, std::chrono::steady_clock::now() + std::chrono::seconds(2)));
+}
+
+// Takes `lock` by `by`. Tries again every millisecond or so, not with a timed lock: the lock is
+// held for long only across a LISTEN into a slow network, and ThreadSanitizer does not follow
+// pthread_mutex_clocklock (std::timed_mutex's steady-clock wait), which would fail its runs.
+bool lock_by(std::unique_lock<std::mutex>& lock, std::chrono::steady_clock::time_point by) {
+  while (!lock.try_lock()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= by) return false;
+    std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(by - now, std::chrono::milliseconds(1)));
+  }
+  return true;
 }
 
 }  // namespace
@@ -74,22 +88,50 @@ void waker::drain_notifies_locked(std::vector<std::string>& out) {
   }
 }
 
-void waker::apply_unwatches_locked() {
-  std::vector<std::pair<std::string, std::string>> todo;
+void waker::apply_changes_locked() {
+  std::vector<change> todo;
   {
-    std::lock_guard lock(unwatch_mutex_);
-    todo.swap(unwatches_);
+    std::lock_guard lock(changes_mutex_);
+    todo.swap(changes_);
   }
-  for (const auto& [name, channel] : todo) {
-    if (auto it = names_.find(name); it != names_.end() && --it->second <= 0) names_.erase(it);
-    auto it = channels_.find(channel);
+  const bool connected = conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+  for (const auto& c : todo) {
+    if (c.delta > 0) {
+      ++names_[c.name];
+      // A channel still listened to since its last watcher left needs nothing sent. Without a
+      // connection, the next one listens on every watched channel.
+      if (channels_[c.channel]++ == 0 && !(connected && stale_.erase(c.channel) > 0)) to_listen_.insert(c.channel);
+      continue;
+    }
+    if (auto it = names_.find(c.name); it != names_.end() && --it->second <= 0) names_.erase(it);
+    auto it = channels_.find(c.channel);
     if (it == channels_.end() || --it->second > 0) continue;
     channels_.erase(it);
+    // Never listened to: nothing to drop.
+    if (to_listen_.erase(c.channel) > 0) continue;
     // No statement here: unwatch() runs when a wait ends, often at its deadline, and an UNLISTEN
     // into a partition would hold the caller up to 2 s past it (a 3 s wait returned after 5.25 s).
     // The channel stays listened to until the next LISTEN drops it in the same round trip (or the
     // connection is replaced); its notifications meanwhile wake no one, as nobody waits on it.
-    if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) stale_.insert(channel);
+    if (connected) stale_.insert(c.channel);
+  }
+}
+
+void waker::drop_connection_locked() {
+  conn_.reset();
+  stale_.clear();
+  to_listen_.clear();  // a fresh connection listens on every watched channel
+}
+
+void waker::listen_pending_locked(std::chrono::steady_clock::time_point until) {
+  if (to_listen_.empty() || !conn_ || PQstatus(conn_.get()) != CONNECTION_OK) return;
+  try {
+    listen_until(conn_.get(), to_listen_, stale_, until);
+    to_listen_.clear();
+    stale_.clear();
+  } catch (const std::exception& e) {
+    log_message(options_, log_level::warning, e.what());
+    drop_connection_locked();  // its protocol state is unknown; the thread reconnects and listens again
   }
 }
 
@@ -102,42 +144,44 @@ bool waker::watch(const std::string& name, const std::string& channel,
                   std::chrono::steady_clock::time_point until) noexcept {
   bool listening = false;
   try {
-    std::lock_guard lock(mutex_);
-    apply_unwatches_locked();  // first: the counts below see every wait that has ended
-    ++names_[name];
-    // Bounded by the waiter's own deadline too: a bounded wait keeps its bound in a partition.
+    {
+      std::lock_guard lock(changes_mutex_);
+      changes_.push_back({name, channel, +1});
+    }
+    // Bounded by the waiter's own deadline too (at most 2 s): a bounded wait keeps its bound in a
+    // partition, also while another watch() holds the lock across its LISTEN into it. Not taken in
+    // time, this watch is applied (and listened to) by the next holder: a watch(), or the thread,
+    // poked below. The waiter polls meanwhile.
     const auto left = std::min(std::chrono::milliseconds(2000), time_until(until));
-    if (channels_[channel]++ == 0) {
+    std::unique_lock lock(mutex_, std::defer_lock);
+    if (!lock_by(lock, std::chrono::steady_clock::now() + left)) {
+      poke();
+      return false;
+    }
+    apply_changes_locked();  // this watch, and every wait that has ended before it
+    if (to_listen_.count(channel) > 0) {
       if (conn_ && !idle_connection_alive(conn_.get())) drain_notifies_locked(pending_);
-      if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK && stale_.erase(channel) > 0) {
-        // Still listened to since its last watcher left: nothing to send.
-      } else if (left.count() <= 0) {
+      const auto now_left = std::min(std::chrono::milliseconds(2000), time_until(until));
+      if (now_left.count() <= 0) {
         // No time for I/O: a fresh connection of the thread listens on every channel, this one too.
-        conn_.reset();
-        stale_.clear();
+        drop_connection_locked();
       } else if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
-        conn_.reset();
-        stale_.clear();
+        drop_connection_locked();
         try {
           // Bounded: the caller is a waiter about to wait; polling covers a slow server.
-          conn_ = connect(target_, &options_, left);
+          conn_ = connect(target_, &options_, now_left);
           // A fresh connection listens on every watched channel, this one included.
-          for (const auto& [ch, count] : channels_) listen_until(conn_.get(), "LISTEN", ch, {}, until);
+          std::set<std::string> all;
+          for (const auto& [ch, count] : channels_) all.insert(ch);
+          listen_until(conn_.get(), all, {}, until);
           // Releases of the other watched names may have gone unheard meanwhile.
           for (const auto& [n, count] : names_) pending_.push_back(n);
         } catch (const std::exception& e) {
-          conn_.reset();
+          drop_connection_locked();
           log_message(options_, log_level::warning, e.what());
         }
       } else {
-        try {
-          listen_until(conn_.get(), "LISTEN", channel, stale_, until);
-          stale_.clear();
-        } catch (const std::exception& e) {
-          log_message(options_, log_level::warning, e.what());
-          conn_.reset();  // its protocol state is unknown; the thread reconnects and listens again
-          stale_.clear();
-        }
+        listen_pending_locked(until);  // this channel, and any queued by a watch that gave up the lock
       }
       drain_notifies_locked(pending_);
     }
@@ -153,14 +197,14 @@ bool waker::watch(const std::string& name, const std::string& channel,
 void waker::unwatch(const std::string& name, const std::string& channel) noexcept {
   try {
     {
-      std::lock_guard lock(unwatch_mutex_);
-      unwatches_.emplace_back(name, channel);
+      std::lock_guard lock(changes_mutex_);
+      changes_.push_back({name, channel, -1});
     }
     // Applied now, unless another waiter's watch() holds the lock across its LISTEN (up to its own
     // deadline or 2 s): a wait that ended must not wait for that (the fault soak saw two 3 s waits
     // of one process return after 5.3 and 5.9 s). Its holder or the thread (poked) applies it then.
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (lock.owns_lock()) apply_unwatches_locked();
+    if (lock.owns_lock()) apply_changes_locked();
   } catch (...) {
   }
   poke();
@@ -175,7 +219,10 @@ void waker::run() {
     bool need_connect = false;
     {
       std::lock_guard lock(mutex_);
-      apply_unwatches_locked();
+      apply_changes_locked();
+      // Watches queued by waiters that could not take the lock in time: listened to here (bounded).
+      listen_pending_locked(std::chrono::steady_clock::time_point::max());
+      drain_notifies_locked(pending_);
       wakes.swap(pending_);
       if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK)
         fd = PQsocket(conn_.get());
@@ -197,7 +244,7 @@ void waker::run() {
           std::vector<std::string> todo;
           {
             std::lock_guard lock(mutex_);
-            apply_unwatches_locked();
+            apply_changes_locked();
             if (conn_ && PQstatus(conn_.get()) == CONNECTION_OK) break;  // a watch() connected meanwhile
             for (const auto& [ch, count] : channels_) {
               if (listened.count(ch) == 0) todo.push_back(ch);
@@ -206,6 +253,7 @@ void waker::run() {
               conn_ = std::move(fresh);
               // Listened to here but no longer watched: dropped with the next LISTEN.
               stale_.clear();
+              to_listen_.clear();  // every watched channel is
               for (const auto& ch : listened) {
                 if (channels_.count(ch) == 0) stale_.insert(ch);
               }
@@ -214,10 +262,8 @@ void waker::run() {
               break;
             }
           }
-          for (const auto& ch : todo) {
-            listen_until(fresh.get(), "LISTEN", ch);
-            listened.insert(ch);
-          }
+          listen_until(fresh.get(), std::set<std::string>(todo.begin(), todo.end()));
+          listened.insert(todo.begin(), todo.end());
         }
         backoff = 100ms;
       } catch (const std::exception& e) {
@@ -255,8 +301,7 @@ void waker::run() {
         if (!PQconsumeInput(conn_.get()) || PQstatus(conn_.get()) != CONNECTION_OK) {
           log_message(options_, log_level::info, "postgresql: the notification connection was lost; reconnecting");
           drain_notifies_locked(wakes);
-          conn_.reset();
-          stale_.clear();
+          drop_connection_locked();
         } else {
           drain_notifies_locked(wakes);
         }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <exception>
 
+#include "core/guard_access.hpp"
 #include "sqllock/parse.hpp"
 
 namespace sqllock {
@@ -15,6 +16,9 @@ namespace {
 
 /// A wait longer than this is a wait without bound (as the lease engine treats it).
 constexpr milliseconds unbounded_wait = std::chrono::hours(24 * 3650);
+/// A give-back at or past the deadline still gets one answer's time (lease_guard::release(bound)'s
+/// floor), once for the whole set.
+constexpr milliseconds give_back_floor{250};
 
 std::vector<std::string> sorted_set(const std::vector<std::string>& names) {
   if (names.empty()) throw invalid_argument("multi-lock: the set of names is empty");
@@ -27,16 +31,17 @@ std::vector<std::string> sorted_set(const std::vector<std::string>& names) {
 
 /// Releases the leases taken so far, last first. Never throws. Unbounded (the guard's destructor),
 /// each release is the guard's own, whose failure goes to the client's log. Bounded (acquire_all's
-/// give-back of a set it did not get), each release waits only for what is left of the call's
-/// deadline (at least one answer's time); one that is not answered by then is sent again by the
-/// client in the background, and its failure reaches the user as the lease's statement_error or
-/// lost event.
+/// give-back of a set it did not get), the whole give-back waits only for what is left of the call's
+/// deadline, and at least one answer's time (give_back_floor) for the set, not one per name: into a
+/// partition a set of n names overran its bound by n answers. A release not answered by then, or
+/// whose turn comes after it, is sent by the client in the background, and its failure reaches the
+/// user as the lease's statement_error or lost event.
 void give_back(std::vector<lease_guard>& taken, bool bounded = false, steady::time_point deadline = {}) noexcept {
+  const auto by = std::max(deadline, steady::now() + give_back_floor);
   while (!taken.empty()) {
     if (bounded) {
       try {
-        const auto left = std::chrono::duration_cast<milliseconds>(deadline - steady::now());
-        taken.back().release(std::max(left, milliseconds(0)));
+        detail::guard_access::release_by(taken.back(), by);
       } catch (...) {
         // Lost (the owner check failed) or unanswered (re-sent): the set is not held either way.
       }

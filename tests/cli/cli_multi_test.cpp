@@ -163,3 +163,25 @@ TEST_F(cli_multi, leader_with_a_bounded_wait_gives_up_with_75) {
   ::kill(first->pid(), SIGTERM);
   first->wait();
 }
+
+// A name of the set lost while run waits for the others is given back and taken again by
+// acquire_all, which returns a set that holds (every lease usable). The lost lease's on_lost, which
+// belongs to a lease run no longer holds, must not make run refuse the set it got (it said "lost
+// before the command could start" and exited 75, "not acquired within --wait", having acquired it).
+TEST_F(cli_multi, a_name_lost_and_taken_again_while_waiting_for_the_others_still_runs_the_command) {
+  auto holder = start(args("run", {"w2"}, {"--ttl", "20s"}, "echo x > " + path("held") + "; sleep 2.5"));
+  ASSERT_TRUE(wait_for_file(path("held")));
+  auto waiter = start(args("run", {"w1", "w2"}, {"--ttl", "1s", "--wait", "20s"}, "touch " + path("ran")));
+  // w1 taken by the waiter, w2 still busy: force-release w1 so the waiter's renewal finds it gone.
+  bool released = false;
+  for (int i = 0; i < 100 && !released; ++i) {
+    std::this_thread::sleep_for(20ms);
+    released = status().find("w1") != std::string::npos &&
+               sqllock({"release", "--url", url_, "--name", "w1", "--force"}).exit_code == 0;
+  }
+  ASSERT_TRUE(released);
+  EXPECT_EQ(holder->wait(10s).exit_code, 0);
+  const auto r = waiter->wait(20s);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(file_exists(path("ran"))) << r.err;
+}

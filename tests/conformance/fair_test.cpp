@@ -313,3 +313,41 @@ TEST(Fair, AGuardedTransactionHoldsOffTheHandOverOfItsReleasedLease) {
   EXPECT_GE(clock::time_point(clock::duration(entered.load())), committed);
   EXPECT_EQ(t.qty(1), 11);
 }
+
+// A fair holder whose release is kept by min_hold (ShedLock's lockAtLeastFor: the row is shortened
+// to end at acquired_at + min_hold, not handed over) leaves the queue in that release too. Its
+// ticket, still live from its last poll, would otherwise count as a waiter ahead of every other
+// once the row ends, and the next waiter would wait for it to expire (up to fair_ticket_ttl).
+TEST(Fair, AReleaseKeptByMinHoldLeavesTheQueueSoTheNextWaiterGetsTheLockWhenMinHoldEnds) {
+  const auto name = unique_name("fair_min_hold");
+  constexpr auto ticket_ttl = 5000ms;
+  constexpr auto min_hold = 300ms;
+  auto admin = make_client();
+  auto a = labelled("fair-a");
+  auto b = labelled("fair-b");
+  auto oa = fair(ticket_ttl);
+  oa.min_hold = min_hold;
+  const auto before = clock::now();  // before the database's acquired_at of ga
+  auto ga = a.acquire_for(name, 10s, oa);
+  std::optional<sqllock::lease_guard> gb;
+  clock::time_point got{};
+  std::jthread waiter([&] {
+    gb = b.acquire_for(name, 30s, fair(ticket_ttl));
+    got = clock::now();
+  });
+  ASSERT_TRUE(wait_for_waiters(admin, name, 1));
+  ga.release();
+  const auto released = clock::now();
+  EXPECT_TRUE(admin.inspect(name)) << "min_hold did not keep the released row";
+  waiter.join();
+  ASSERT_TRUE(gb);
+  const auto after = std::chrono::duration_cast<std::chrono::milliseconds>(got - released);
+  std::cout << "[ fair ] " << hooks().name << ": next waiter got the lock " << after.count()
+            << " ms after a release kept by min_hold " << min_hold.count() << " ms (ticket TTL " << ticket_ttl.count()
+            << " ms)\n";
+  EXPECT_GE(got - before, min_hold) << "the lock was taken before min_hold ended";
+  EXPECT_LT(after, min_hold + 1500ms) << "the next waiter waited for the releaser's ticket to expire";
+  EXPECT_EQ(gb->fencing_token(), ga.fencing_token() + 1);
+  EXPECT_TRUE(waiters(admin, name).empty()) << "tickets left behind";
+  gb->release();
+}

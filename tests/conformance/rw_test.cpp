@@ -265,6 +265,44 @@ TEST(ReadWrite, ReentryRules) {
   EXPECT_TRUE(got.load());
 }
 
+// holder_scope::per_client makes the client one holder: every thread of it re-enters. A read asked
+// by one thread while another thread of the client waits for readers to drain with its writer row
+// stored is that holder's downgrade: it is granted at once (never behind the client's own writer,
+// which would wait for it), and the writer, once the other client's reader is gone, does not wait
+// for it either. Other clients stay out: no reader beside the writer row, no writer beside the
+// read that remains after the write is released.
+TEST(ReadWrite, APerClientScopeIsOneHolderItsReadBesideItsOwnDrainingWriterIsADowngrade) {
+  const auto name = unique_name("rw_per_client");
+  auto x = make_client({.holder_id = unique_name("rw-x"), .scope = sqllock::holder_scope::per_client});
+  auto other = make_client(), third = make_client();
+  auto r = other.acquire_read_for(name, 5s);
+  std::optional<sqllock::lease_guard> w;
+  std::atomic<bool> writing{false};
+  std::jthread writer([&] {
+    w = x.acquire_write_for(name, 20s);
+    writing = true;
+  });
+  // The writer row is stored (new readers are kept out) while the other client's reader holds.
+  const auto until = clock::now() + 10s;
+  while (third.try_acquire_read(name) && clock::now() < until) std::this_thread::sleep_for(20ms);
+  ASSERT_FALSE(third.try_acquire_read(name)) << "the writer row of x never kept readers out";
+  EXPECT_FALSE(writing.load());
+  const auto t0 = clock::now();
+  auto mine = x.acquire_read_for(name, 3s);
+  EXPECT_LT(ms_since(t0), 1000) << "the client's read waited behind its own writer";
+  EXPECT_FALSE(writing.load()) << "the writer came in beside the other client's reader";
+  EXPECT_FALSE(third.try_acquire_write(name));
+  r.release();
+  writer.join();
+  ASSERT_TRUE(w) << "the writer waited for its own client's read";
+  EXPECT_FALSE(third.try_acquire_read(name)) << "another client read beside the write lock";
+  w->release();
+  EXPECT_FALSE(third.try_acquire_write(name)) << "another client wrote beside the read that remained";
+  EXPECT_TRUE(third.try_acquire_read(name)) << "readers do not share after the write was released";
+  mine.release();
+  EXPECT_TRUE(third.try_acquire_write(name));
+}
+
 // A writer that times out or is cancelled while readers drain frees its row: readers come again.
 TEST(ReadWrite, WriterThatGivesUpLeavesNothingHeld) {
   const auto name = unique_name("rw_cancel");

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "common/fault_proxy.hpp"
 #include "common/test_support.hpp"
 #include "core/text.hpp"
 #include "postgresql/postgresql_connection.hpp"
@@ -919,6 +920,8 @@ TEST_F(PostgreSQL, AFairHoldGuardingAnAdoptedTransactionIsNotHandedOverUntilTheA
 // library never sends the two together (the client holds a release back while it runs a guard of
 // that lease), so the statements are sent here directly. Reports the release's first row, whether
 // the guard waited (for the release's advisory lock or its row lock) and the rows it passed.
+// `row_lock` false: the release is sent without its FOR UPDATE of the row (the positive control:
+// the race must then let the guard pass, or these tests could not fail).
 namespace {
 struct guard_race {
   std::vector<std::optional<std::string>> released;  // the release's first row (nullopt: NULL)
@@ -926,7 +929,8 @@ struct guard_race {
   int guard_rows = -1;  // -1: the guard's statement failed
 };
 guard_race race_guard_against_release(const std::string& url, const std::string& admin_url, const std::string& holder,
-                                      const char* release, const std::vector<const char*>& params) {
+                                      const char* release, const std::vector<const char*>& params,
+                                      bool row_lock = true) {
   namespace d = sqllock::detail;
   guard_race out;
   pg_handle admin(admin_url);
@@ -945,7 +949,17 @@ guard_race race_guard_against_release(const std::string& url, const std::string&
   auto sql = [](const char* statement) {
     return d::render_sql(d::embedded_sql(sqllock::dialect::postgresql, statement), "sqllock_locks", sqllock::dialect::postgresql);
   };
-  const std::string release_sql = sql(release), guard_sql = sql("lease_guard");
+  std::string release_sql = sql(release);
+  const std::string guard_sql = sql("lease_guard");
+  if (!row_lock) {
+    const std::string lock_clause = "\n  FOR UPDATE\n)";
+    const auto at = release_sql.find(lock_clause);
+    if (at == std::string::npos) {
+      ADD_FAILURE() << "no FOR UPDATE clause to take out of " << release;
+      return out;
+    }
+    release_sql.replace(at, lock_clause.size(), "\n)");
+  }
   pg_handle rel(url), guard(url);
   if (!rel.ok() || !guard.ok()) {
     ADD_FAILURE() << "no connection";
@@ -986,17 +1000,28 @@ guard_race race_guard_against_release(const std::string& url, const std::string&
 // The guard's mark at the SQL level: a guard whose statement began before a reader-writer release
 // committed (its snapshot still shows the lease held; it then waits for the release's advisory
 // lock) must not pass on the row the release freed.
+// Run first without the release's row lock (the positive control: the guard must then pass, as it
+// did before the row lock was added), then as shipped.
 TEST_F(PostgreSQL, AGuardRacingAReaderWriterReleaseDoesNotPassOnTheRowItFreed) {
-  sqllock::client_options o;
-  o.holder_id = unique("pg_guard_race");
-  auto a = client(o);
-  auto r = a.try_acquire_read(unique("pg_guard_race_lock"), {.ttl = 30s});
-  ASSERT_TRUE(r);
-  const auto race = race_guard_against_release(url(), admin_url(), o.holder_id, "lease_release", {"0", nullptr, "true"});
-  ASSERT_FALSE(race.released.empty());
-  EXPECT_EQ(race.released[0], "t") << "the release did not free the row";
-  EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
-  EXPECT_EQ(race.guard_rows, 0) << "the guard passed on a row its lease's release had freed (-1: it failed)";
+  for (const bool row_lock : {false, true}) {
+    SCOPED_TRACE(row_lock ? "as shipped" : "positive control: the release without its FOR UPDATE");
+    sqllock::client_options o;
+    o.holder_id = unique("pg_guard_race");
+    auto a = client(o);
+    auto r = a.try_acquire_read(unique("pg_guard_race_lock"), {.ttl = 30s});
+    ASSERT_TRUE(r);
+    const auto race =
+        race_guard_against_release(url(), admin_url(), o.holder_id, "lease_release", {"0", nullptr, "true"}, row_lock);
+    ASSERT_FALSE(race.released.empty());
+    EXPECT_EQ(race.released[0], "t") << "the release did not free the row";
+    EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
+    if (row_lock) {
+      EXPECT_EQ(race.guard_rows, 0) << "the guard passed on a row its lease's release had freed (-1: it failed)";
+    } else {
+      EXPECT_EQ(race.guard_rows, 1) << "without the row lock the race no longer lets the guard pass: this test "
+                                       "cannot tell the row lock's effect";
+    }
+  }
 }
 
 // The same race for a fair release that hands the lease over: the hand-over is a plain UPDATE that
@@ -1004,29 +1029,45 @@ TEST_F(PostgreSQL, AGuardRacingAReaderWriterReleaseDoesNotPassOnTheRowItFreed) {
 // before the release committed would pass on a row that now belongs to the next ticket's owner.
 // The release locks the row FOR UPDATE first (fair_release.sql), so the guard waits and reads the
 // row again.
+// Also run first without the release's row lock (the positive control).
 TEST_F(PostgreSQL, AGuardRacingAFairHandOverDoesNotPassOnTheRowItHandedOn) {
-  sqllock::client_options o;
-  o.holder_id = unique("pg_fair_race");
-  auto a = client(o);
-  auto b = client();
-  const std::string name = unique("pg_fair_race_lock");
-  auto g = a.try_acquire(name, {.ttl = 30s, .fair = true});
-  ASSERT_TRUE(g);
-  std::atomic<bool> entered{false};
-  std::jthread taker([&] {
-    auto h = b.acquire_for(name, 20s, {.ttl = 10s, .fair = true});
-    entered = static_cast<bool>(h);
-  });
-  ASSERT_TRUE(sqllock_testing::eventually([&] { return a.list_queue().size() == 1; }, 10s)) << "b took no ticket";
-  const auto race = race_guard_against_release(url(), admin_url(), o.holder_id, "fair_release", {nullptr});
-  ASSERT_EQ(race.released.size(), 3u);
-  EXPECT_EQ(race.released[0], "t") << "the release did not release the row";
-  EXPECT_TRUE(race.released[1]) << "the release did not hand the row over to the waiting ticket";
-  EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
-  EXPECT_EQ(race.guard_rows, 0) << "the guard passed on a row its lease's release had handed to the next ticket (-1: it failed)";
-  g.reset();  // its row is no longer its own: the release finds nothing to free
-  taker.join();
-  EXPECT_TRUE(entered.load()) << "the waiting ticket never learned that it holds the lock";
+  for (const bool row_lock : {false, true}) {
+    SCOPED_TRACE(row_lock ? "as shipped" : "positive control: the release without its FOR UPDATE");
+    sqllock::client_options o;
+    o.holder_id = unique("pg_fair_race");
+    auto a = client(o);
+    auto b = client();
+    const std::string name = unique("pg_fair_race_lock");
+    auto g = a.try_acquire(name, {.ttl = 30s, .fair = true});
+    ASSERT_TRUE(g);
+    std::atomic<bool> entered{false};
+    std::jthread taker([&] {
+      auto h = b.acquire_for(name, 20s, {.ttl = 10s, .fair = true});
+      entered = static_cast<bool>(h);
+    });
+    ASSERT_TRUE(sqllock_testing::eventually(
+        [&] {
+          const auto q = a.list_queue();
+          return std::count_if(q.begin(), q.end(), [&](const auto& w) { return w.name == name; }) == 1;
+        },
+        10s))
+        << "b took no ticket";
+    const auto race = race_guard_against_release(url(), admin_url(), o.holder_id, "fair_release", {nullptr}, row_lock);
+    ASSERT_EQ(race.released.size(), 3u);
+    EXPECT_EQ(race.released[0], "t") << "the release did not release the row";
+    EXPECT_TRUE(race.released[1]) << "the release did not hand the row over to the waiting ticket";
+    EXPECT_TRUE(race.guard_waited) << "the guard did not wait for the release";
+    if (row_lock) {
+      EXPECT_EQ(race.guard_rows, 0)
+          << "the guard passed on a row its lease's release had handed to the next ticket (-1: it failed)";
+    } else {
+      EXPECT_EQ(race.guard_rows, 1) << "without the row lock the race no longer lets the guard pass: this test "
+                                       "cannot tell the row lock's effect";
+    }
+    g.reset();  // its row is no longer its own: the release finds nothing to free
+    taker.join();
+    EXPECT_TRUE(entered.load()) << "the waiting ticket never learned that it holds the lock";
+  }
 }
 
 // A reader-writer release that meets a brief row lock that is no guard (another reader's or a
@@ -1387,3 +1428,52 @@ TEST(PostgreSQLPlaceholders, ChannelsAreStablePerTableAndName) {
 }
 
 }  // namespace
+
+// A waiter's watch() keeps its own deadline while another waiter of its client is listening on
+// another name through a slow network: the waker held its lock across that LISTEN (up to the other
+// waiter's deadline or 2 s), and a wait watching another name waited for it, past its own bound.
+// Not taken in time, the watch is left to the waker (the waiter polls meanwhile) and applied once
+// the network answers: the name's releases then wake it.
+TEST_F(PostgreSQL, AWatchKeepsItsDeadlineWhileAnotherWatchListensThroughASlowNetwork) {
+  const auto u = sqllock::parse_url(url());
+  sqllock::test::fault_proxy proxy(u.host.empty() ? "127.0.0.1" : u.host, u.port);
+  auto s = make_seam(proxy.wrap_url(url()));
+  const std::string warm = unique("pg_watch_warm"), x = unique("pg_watch_x"), y = unique("pg_watch_y");
+  ASSERT_TRUE(s.b->watch(warm, steady::now() + 5s)) << "the wake-up connection did not listen";
+  proxy.hold();  // the LISTEN of x goes out and is answered only at pass()
+  std::jthread first([&] { EXPECT_FALSE(s.b->watch(x, steady::now() + 1800ms)); });
+  std::this_thread::sleep_for(200ms);
+  const auto t0 = steady::now();
+  (void)s.b->watch(y, t0 + 300ms);
+  const auto took = std::chrono::duration_cast<milliseconds>(steady::now() - t0).count();
+  EXPECT_LT(took, 300 + 200) << "a watch waited for another watch's LISTEN past its own deadline";
+  first.join();
+  proxy.pass();
+  // y counts as watched: a release of y by another client wakes this client, once the waker has
+  // listened again (its connection, given up in the hold, is replaced).
+  struct sink : sqllock::detail::wake_sink {
+    std::mutex mu;
+    std::vector<std::string> woken;
+    void wake(const std::string& name) noexcept override {
+      std::lock_guard lk(mu);
+      woken.push_back(name);
+    }
+    bool saw(const std::string& name) {
+      std::lock_guard lk(mu);
+      return std::find(woken.begin(), woken.end(), name) != woken.end();
+    }
+  } events;
+  s.b->set_wake_sink(&events);
+  auto other = make_seam(url());
+  const auto until = steady::now() + 10s;
+  while (!events.saw(y) && steady::now() < until) {
+    ASSERT_TRUE(other.acquire(y, "h", "oy", 10s).acquired);
+    ASSERT_TRUE(other.release(y, "oy", 0));
+    std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(events.saw(y)) << "the watch of y was never applied";
+  s.b->set_wake_sink(nullptr);
+  s.b->unwatch(warm);
+  s.b->unwatch(x);
+  s.b->unwatch(y);
+}

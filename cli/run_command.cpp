@@ -349,6 +349,14 @@ int run_run(const common_options& common, const run_options& run_flags) {
     redacted = checked_redacted_url(url);
     if (options.names.empty()) throw sqllock::invalid_argument("run: --name is required");
     for (const auto& n : options.names) sqllock::validate_lock_name(n);
+    // Before connecting: a bad count is a usage error (64) even when the database is unreachable.
+    if (options.permits) {
+      try {
+        sqllock::validate_permits(*options.permits);
+      } catch (const sqllock::invalid_argument& e) {
+        throw sqllock::invalid_argument(std::string("--permits: ") + e.what());
+      }
+    }
     if (options.permits && options.names.size() != 1) {
       throw sqllock::invalid_argument("--permits takes one --name (the semaphore), not a multi-lock");
     }

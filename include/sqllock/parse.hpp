@@ -41,6 +41,9 @@ SQLLOCK_EXPORT void validate_lock_name(std::string_view name);
 /// Throws invalid_argument unless ttl is at least 1 ms (and at most 10 years).
 SQLLOCK_EXPORT void validate_ttl(std::chrono::milliseconds ttl);
 
+/// Throws invalid_argument unless `permits` is a counting semaphore's size: 1 to 10000.
+SQLLOCK_EXPORT void validate_permits(int permits);
+
 /// Throws invalid_argument unless `id` is an identifier sqllock will quote: [A-Za-z_][A-Za-z0-9_]*,
 /// at most 63 bytes, optionally one "schema." prefix of the same form.
 SQLLOCK_EXPORT void validate_identifier(std::string_view id);

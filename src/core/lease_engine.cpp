@@ -392,9 +392,10 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
                                                           bool throw_on_timeout) {
   validate_lock_name(name_view);
   validate_ttl(options.ttl);
-  if (permits < 1 || permits > max_semaphore_permits) {
-    throw invalid_argument("semaphore '" + std::string(name_view) + "': permits must be 1 to " +
-                           std::to_string(max_semaphore_permits) + ", not " + std::to_string(permits));
+  try {
+    validate_permits(permits);
+  } catch (const invalid_argument& e) {
+    throw invalid_argument("semaphore '" + std::string(name_view) + "': " + e.what());
   }
   if (options.max_hold.count() < 0 || options.min_hold.count() < 0) {
     throw invalid_argument("lease_options: max_hold and min_hold must not be negative");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/permit_name.hpp"
 #include "core/url.hpp"
 #include "sqllock/error.hpp"
 #include "sqllock/value.hpp"
@@ -503,6 +504,13 @@ void validate_ttl(std::chrono::milliseconds ttl) {
   }
   constexpr std::int64_t max_ms = 10LL * 366 * 24 * 3'600'000;
   if (ttl.count() > max_ms) throw invalid_argument("invalid TTL: longer than 10 years");
+}
+
+void validate_permits(int permits) {
+  if (permits < 1 || permits > detail::max_semaphore_permits) {
+    throw invalid_argument("permits must be 1 to " + std::to_string(detail::max_semaphore_permits) + ", not " +
+                           std::to_string(permits));
+  }
 }
 
 void validate_identifier(std::string_view id) {

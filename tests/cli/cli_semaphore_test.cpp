@@ -99,6 +99,14 @@ TEST_F(cli_semaphore, bad_permit_counts_are_usage_errors) {
     EXPECT_EQ(r.exit_code, 64) << bad << ": " << r.err;
   }
   EXPECT_FALSE(file_exists(path("x")));
+  // Checked before connecting: a usage error, not 69, also when the database cannot be opened.
+  for (const char* bad : {"0", "10001"}) {
+    const auto r = run_process(with_binary({"run", "--url", "sqlite:" + path("no-such-dir") + "/x.db", "--name", "bad",
+                                            "--permits", bad, "--", "/bin/sh", "-c", "echo ran > " + path("y")}));
+    EXPECT_EQ(r.exit_code, 64) << bad << " (database unreachable): " << r.err;
+    EXPECT_NE(r.err.find("--permits"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(file_exists(path("y")));
 }
 
 // `status` shows a semaphore's permits under its name ("permit K"), never the derived row names.

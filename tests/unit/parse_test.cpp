@@ -327,6 +327,11 @@ TEST(Ttl, Validation) {
   EXPECT_THROW(sqllock::validate_ttl(0ms), sqllock::invalid_argument);
   EXPECT_THROW(sqllock::validate_ttl(-1ms), sqllock::invalid_argument);
   EXPECT_THROW(sqllock::validate_ttl(std::chrono::hours(24 * 366 * 11)), sqllock::invalid_argument);
+  EXPECT_NO_THROW(sqllock::validate_permits(1));
+  EXPECT_NO_THROW(sqllock::validate_permits(10000));
+  EXPECT_THROW(sqllock::validate_permits(0), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::validate_permits(10001), sqllock::invalid_argument);
+  EXPECT_THROW(sqllock::validate_permits(-1), sqllock::invalid_argument);
 }
 
 TEST(Identifier, ValidationAndQuoting) {

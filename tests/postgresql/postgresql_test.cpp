@@ -1477,3 +1477,52 @@ TEST_F(PostgreSQL, AWatchKeepsItsDeadlineWhileAnotherWatchListensThroughASlowNet
   s.b->unwatch(x);
   s.b->unwatch(y);
 }
+
+// A watch with no time left for a LISTEN (a wait whose bound has already passed, such as a
+// try-acquire with a 0-1 ms bound) leaves its channel to the waker's thread. It used to drop the
+// wake-up connection so that a fresh one would listen on every channel: a loop of short waits then
+// opened a server connection per wait, and every other waiter of the client went unheard meanwhile.
+TEST_F(PostgreSQL, WatchesWithNoTimeLeftKeepTheWakeUpConnectionAndAreStillListenedTo) {
+  const std::string app = unique("pg_watch_keep");
+  auto s = make_seam(with_param(url(), "application_name=" + app));
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  const std::string warm = unique("pg_watch_warm");
+  ASSERT_TRUE(s.b->watch(warm, steady::now() + 5s)) << "the wake-up connection did not listen";
+  const std::string listener =
+      "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE application_name = '" + app +
+      "' AND query LIKE '%LISTEN%'";
+  const std::string before = admin.run(listener);
+  ASSERT_FALSE(before.empty());
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) {
+    names.push_back(unique("pg_watch_now"));
+    (void)s.b->watch(names.back(), steady::now());
+  }
+  struct sink : sqllock::detail::wake_sink {
+    std::mutex mu;
+    std::vector<std::string> woken;
+    void wake(const std::string& name) noexcept override {
+      std::lock_guard lk(mu);
+      woken.push_back(name);
+    }
+    bool saw(const std::string& name) {
+      std::lock_guard lk(mu);
+      return std::find(woken.begin(), woken.end(), name) != woken.end();
+    }
+  } events;
+  s.b->set_wake_sink(&events);
+  // Each of those channels is listened to by the thread: a release by another client wakes this one.
+  auto other = make_seam(url());
+  const auto until = steady::now() + 5s;
+  while (!events.saw(names.back()) && steady::now() < until) {
+    ASSERT_TRUE(other.acquire(names.back(), "h", "o", 10s).acquired);
+    ASSERT_TRUE(other.release(names.back(), "o", 0));
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(events.saw(names.back())) << "a watch with no time left was never listened to";
+  EXPECT_EQ(admin.run(listener), before) << "the wake-up connection was replaced";
+  s.b->set_wake_sink(nullptr);
+  s.b->unwatch(warm);
+  for (const auto& n : names) s.b->unwatch(n);
+}

@@ -268,3 +268,43 @@ TEST(LostAnswer, APermitAcquireWhoseAnswerIsLostIsNeitherDoubledNorLeaked) {
     p.release();
   }
 }
+
+// A release sent again by the watchdog into a short partition must not hold up the renewals of the
+// leases still held. Each re-send was bounded by io_timeout (10 s) alone: its connection, opened
+// during the partition, stayed silent after the network came back, and a lease of a few seconds
+// whose renewal waited behind it was lost with the network long healthy again.
+TEST(Partition, AReleaseSentAgainIntoASilentConnectionDoesNotHoldUpRenewals) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+  const auto kept_name = unique_name("kept"), resent_name = unique_name("resent");
+  std::atomic<bool> lost{false};
+  auto kept = a.try_acquire(kept_name, {.ttl = 3000ms, .on_lost = [&](const std::string&, std::int64_t) { lost = true; }});
+  ASSERT_TRUE(kept);
+  auto g = a.try_acquire(resent_name, {.ttl = 30s});
+  ASSERT_TRUE(g);
+  struct heal {
+    sqllock::test::fault_proxy& proxy;
+    ~heal() {
+      proxy.pass();
+      proxy.cut_silenced();
+    }
+  } on_exit{*proxy};
+  proxy->blackhole();
+  EXPECT_THROW(g->release(250ms), sqllock::connection_lost);
+  // The watchdog sends the release again (after a 250 ms pause) into the partition, on a
+  // connection that stays silent; the kept lease's first renewal is due 1 s after its acquire.
+  std::this_thread::sleep_for(500ms);
+  proxy->pass();
+  std::this_thread::sleep_for(4000ms);  // longer than the kept lease's TTL
+  EXPECT_FALSE(lost.load()) << "a lease was lost while its renewal waited behind a release sent again";
+  EXPECT_FALSE(kept->lost());
+  // The release sent again lands too: the name is free for another client.
+  auto b = make_client();
+  std::optional<sqllock::lease_guard> other;
+  for (int i = 0; i < 100 && !other; ++i) {
+    other = b.try_acquire(resent_name);
+    if (!other) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(other) << "the release sent again never landed";
+  kept->release();
+}

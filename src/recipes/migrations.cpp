@@ -424,7 +424,9 @@ migrate_report migrate_directory(client& c, const std::filesystem::path& dir, co
     bool progress = false;
     for (const auto* f : pending) {
       if (o.max_migrations > 0 && static_cast<int>(report.applied.size()) >= o.max_migrations) break;
-      if (lease.lost()) {
+      // usable(), not lost(): lost() waits for the client's deadline thread, which may run late;
+      // past the lease's loss point another migrator may hold the lease now (check_lease).
+      if (!lease.usable()) {
         lost = true;
         break;
       }

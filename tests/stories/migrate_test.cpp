@@ -369,6 +369,69 @@ TEST(MigratePostgreSqlOnly, CommitsNoMigrationOnALeasePastItsLossPointWhileTheLo
   EXPECT_EQ(starts, 2) << "version 1 was committed on a lease past its loss point";
 }
 
+// Between migrations the runner checked lease.lost(), which stays false until the client's
+// deadline thread reports the loss: with that thread late (held up as above) the next migration
+// started on a lease past its loss point, which another migrator could hold by then (on MySQL its
+// DDL commits at once; another migrator finds it "running" and is told its migrator died). A
+// migration starts only on a lease nobody else can take: here a probe client tries to take the
+// lease as each migration starts.
+TEST(Migrate, StartsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported) {
+  auto c = make_client();
+  auto blocker = make_client();
+  auto probe = make_client();
+  auto held = std::make_shared<std::atomic<bool>>(false), go = std::make_shared<std::atomic<bool>>(false);
+  auto stall = c.try_acquire(unique_name("deadline_stall"),
+                             {.ttl = 100ms, .auto_renew = false, .on_lost = [held, go](const std::string&, std::int64_t) {
+                                *held = true;
+                                const auto until = std::chrono::steady_clock::now() + 10s;
+                                while (!*go && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
+                              }});
+  ASSERT_TRUE(stall);
+  struct unstall {
+    std::shared_ptr<std::atomic<bool>> go;
+    ~unstall() { *go = true; }
+  } unstall_at_exit{go};
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return held->load(); }, 3s)) << "the deadline thread was never held up";
+
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  auto o = options_for(unique_name("hist"));
+  o.lock_ttl = 600ms;
+  const std::string lease = "sqllock:migrations:" + o.history_table;
+  std::vector<std::int64_t> started_on_a_free_lease;
+  o.on_start = [&](std::int64_t version, const std::string&) {
+    if (auto other = probe.try_acquire(lease, {.ttl = 1s, .auto_renew = false})) {
+      started_on_a_free_lease.push_back(version);
+      other->release();
+    }
+  };
+  bool blocked = false;
+  o.before_commit = [&](std::int64_t) {
+    if (blocked) return;
+    blocked = true;
+    if (backend().name == "sqlite") {
+      // The migration's write lock keeps the watchdog from renewing.
+      std::this_thread::sleep_for(900ms);
+      return;
+    }
+    // Another session locks the lease's row: the renewals wait on it until their deadline (the
+    // lease's loss point) and fail; 900 ms later the lease is past that point.
+    auto tx = blocker.begin();
+    tx.query("SELECT name FROM sqllock_locks WHERE name = ? FOR UPDATE", {lease});
+    std::this_thread::sleep_for(900ms);
+    tx.rollback();
+  };
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+  } catch (const sqllock::lease_lost& e) {
+    ADD_FAILURE() << "the run went on with a lost lease: " << e.what();
+  }
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(started_on_a_free_lease, std::vector<std::int64_t>{})
+      << "a migration started on a lease another migrator could take";
+}
+
 // ---- through the command ----
 
 std::vector<std::string> migrate_args(const temp_dir& dir, const std::string& history, const std::string& ttl = "3s") {

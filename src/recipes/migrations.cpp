@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/sql_lexer.hpp"
 #include "sqllock/error.hpp"
 
 namespace sqllock {
@@ -149,22 +150,17 @@ void as_migration_failure(const migration_file& f, const std::string& suffix, Fn
   }
 }
 
-// The first two words of a statement, upper-cased, after leading comments.
-std::pair<std::string, std::string> leading_words(std::string_view s) {
+// The first two words of a statement, upper-cased, after leading comments (the dialect's own:
+// PostgreSQL nests block comments).
+std::pair<std::string, std::string> leading_words(std::string_view s, dialect d) {
   std::size_t i = 0;
   std::string words[2];
   for (auto& w : words) {
     for (;;) {
       while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-      if (s.compare(i, 2, "--") == 0 || (i < s.size() && s[i] == '#')) {
-        i = s.find('\n', i);
-        if (i == std::string_view::npos) i = s.size();
-      } else if (s.compare(i, 2, "/*") == 0) {
-        i = s.find("*/", i + 2);
-        i = i == std::string_view::npos ? s.size() : i + 2;
-      } else {
-        break;
-      }
+      const auto span = detail::sql_span_at(s, i, d);
+      if (span.kind != detail::sql_span_kind::line_comment && span.kind != detail::sql_span_kind::block_comment) break;
+      i += span.length;
     }
     while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) {
       w += static_cast<char>(std::toupper(static_cast<unsigned char>(s[i])));
@@ -196,7 +192,7 @@ std::vector<std::string> statements_of(const migration_file& f, dialect d) {
   if (transactional_ddl(d)) {
     // The runner wraps each file in one transaction; a COMMIT inside would break "all or nothing".
     for (const auto& s : statements) {
-      const auto [first, second] = leading_words(s);
+      const auto [first, second] = leading_words(s, d);
       if (first == "BEGIN" || first == "START" || first == "COMMIT" || first == "END" || first == "ABORT" ||
           (first == "ROLLBACK" && second != "TO")) {
         throw invalid_argument("migration " + f.name + ": remove the transaction statement '" + first +

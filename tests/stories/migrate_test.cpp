@@ -188,6 +188,30 @@ TEST(Migrate, BadFilesAndNamesAreInvalidArguments) {
   }
 }
 
+// PostgreSQL nests block comments: a transaction statement behind `/* a /* b */ c */` was taken
+// for one starting with `*` and let through; its COMMIT committed the history row and the
+// statements before it, and the run then reported a failure of the rest as "nothing of it was
+// applied (rolled back)" with the version recorded as applied. Only PostgreSQL nests comments.
+TEST(MigratePostgreSqlOnly, ATransactionStatementBehindANestedCommentIsRefused) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto t = unique_name("m_t");
+  dir.write("0001_a.sql", create_table(t) + "/* outer /* inner */ still the comment */ COMMIT;\n" +
+                              "SELECT no_such_column FROM " + t + ";\n");
+  auto o = options_for(unique_name("hist"));
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+    FAIL() << "no error";
+  } catch (const sqllock::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("0001_a.sql"), std::string::npos) << e.what();
+  } catch (const sqllock::error& e) {
+    ADD_FAILURE() << "not refused up front: " << e.what();
+  }
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), std::vector<std::int64_t>{})
+      << "the migration failed but its version is recorded as applied";
+  EXPECT_FALSE(table_exists(c, t)) << "part of a failed migration was committed";
+}
+
 // PostgreSQL/SQLite: a failing statement rolls the whole migration back, history included.
 // MySQL: the failure is recorded, the runner refuses to go on, and resolve lets it continue.
 TEST(Migrate, FailedMigration) {

@@ -217,6 +217,10 @@ migration_record apply_transactional(client& c, dialect d, const std::string& t,
   migration_record rec{f.version, f.name, f.checksum, "applied", 0, lease.holder_id(), "", ""};
   as_migration_failure(f, "; nothing of it was applied (rolled back)", [&] {
     auto tx = c.begin();
+    // Before anything runs, the lease is checked on the database and its row locked until the
+    // commit (SQLite: the write lock), so that no other migrator can take it over meanwhile: the
+    // lease may have been lost since the runner decided to start (lease_lost: run again).
+    tx.require_lease(lease);
     // The history row first: its primary key also stops any second writer of this version.
     tx.execute(
         "INSERT INTO " + t + " (version, name, checksum, status, duration_ms, applied_by) VALUES (?, ?, ?, ?, 0, ?)",
@@ -226,10 +230,10 @@ migration_record apply_transactional(client& c, dialect d, const std::string& t,
     rec.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start).count();
     tx.execute("UPDATE " + t + " SET duration_ms = ? WHERE version = ?", {rec.duration_ms, f.version});
     if (o.before_commit) o.before_commit(f.version);
-    // PostgreSQL: a lost lease means another migrator may be running; the history row's primary
-    // key would stop it from applying this version twice, but stop here anyway. SQLite: our
-    // transaction holds the database's write lock, which no other migrator can pass (and which
-    // keeps the watchdog from renewing), so a lease that expired meanwhile is still exclusive.
+    // PostgreSQL: the lease's row lock does not stop its expiry; past the loss point another
+    // migrator may be about to take it over: stop here. SQLite: our transaction holds the
+    // database's write lock, which no other migrator can pass (and which keeps the watchdog from
+    // renewing), so a lease that was held when it began and expired meanwhile is still exclusive.
     if (d == dialect::postgresql) check_lease(lease, f);
     tx.commit();
   });
@@ -241,8 +245,11 @@ migration_record apply_recorded(client& c, dialect d, const std::string& t, cons
   const auto statements = statements_of(f, d);
   migration_record rec{f.version, f.name, f.checksum, "applied", 0, lease.holder_id(), "", ""};
   {
-    // Committed before any DDL runs, so a crash leaves a visible "running" row.
+    // Committed before any DDL runs, so a crash leaves a visible "running" row; and only while the
+    // lease is held (checked on the database, its row locked until this commit), which may have
+    // been lost since the runner decided to start (lease_lost: run again).
     auto tx = c.begin();
+    tx.require_lease(lease);
     tx.execute(
         "INSERT INTO " + t + " (version, name, checksum, status, duration_ms, applied_by) VALUES (?, ?, ?, ?, 0, ?)",
         {f.version, f.name, f.checksum, std::string("running"), rec.applied_by});

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "sqllock/migrations.hpp"
@@ -382,8 +383,9 @@ TEST(MigratePostgreSqlOnly, CommitsNoMigrationOnALeasePastItsLossPointWhileTheLo
     blocked = true;
     // Another session locks the lease's row: the watchdog's renewal waits on it until its
     // deadline, the lease's loss point, and fails; 900 ms later the lease is past that point.
+    // (FOR NO KEY UPDATE: it stops renewals, not the migration's own FOR KEY SHARE guard.)
     auto tx = blocker.begin();
-    tx.query("SELECT name FROM sqllock_locks WHERE name = ? FOR UPDATE",
+    tx.query("SELECT name FROM sqllock_locks WHERE name = ? FOR NO KEY UPDATE",
              {std::string("sqllock:migrations:") + o.history_table});
     std::this_thread::sleep_for(900ms);
     tx.rollback();
@@ -440,9 +442,12 @@ TEST(Migrate, StartsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported)
       return;
     }
     // Another session locks the lease's row: the renewals wait on it until their deadline (the
-    // lease's loss point) and fail; 900 ms later the lease is past that point.
+    // lease's loss point) and fail; 900 ms later the lease is past that point. PostgreSQL: FOR NO
+    // KEY UPDATE stops renewals, not the migration's own FOR KEY SHARE guard.
     auto tx = blocker.begin();
-    tx.query("SELECT name FROM sqllock_locks WHERE name = ? FOR UPDATE", {lease});
+    tx.query(std::string("SELECT name FROM sqllock_locks WHERE name = ? ") +
+                 (backend().name == "postgresql" ? "FOR NO KEY UPDATE" : "FOR UPDATE"),
+             {lease});
     std::this_thread::sleep_for(900ms);
     tx.rollback();
   };
@@ -454,6 +459,64 @@ TEST(Migrate, StartsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported)
   EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
   EXPECT_EQ(started_on_a_free_lease, std::vector<std::int64_t>{})
       << "a migration started on a lease another migrator could take";
+}
+
+// A migration's lease lost after its start was decided (a pause before its first statement, here
+// in on_start) and taken over by another migrator: the migration's statements ran anyway, while the
+// other held the lease (MySQL: its DDL committed at once; PostgreSQL: rolled back only by the check
+// before its commit). Each migration's first transaction now checks the lease on the database and
+// keeps its row locked (transaction::require_lease), so it runs only while the lease is held.
+TEST(Migrate, RunsNoMigrationStatementWhileAnotherMigratorHoldsTheLease) {
+  auto c = make_client();
+  auto blocker = make_client();
+  auto other = make_client();
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  auto o = options_for(unique_name("hist"));
+  o.lock_ttl = 600ms;
+  const std::string lease = "sqllock:migrations:" + o.history_table;
+  std::optional<sqllock::lease_guard> taken;
+  std::atomic<bool> other_holds{false};
+  std::thread releaser;
+  o.on_start = [&](std::int64_t version, const std::string&) {
+    if (version != 2 || taken) return;
+    // Another session keeps the lease's renewals from applying (the row locked; SQLite: the write
+    // lock) until the lease is past its loss point; then another migrator takes it over.
+    {
+      auto tx = blocker.begin();
+      tx.query(std::string("SELECT name FROM sqllock_locks WHERE name = ?") +
+                   (backend().name == "sqlite" ? "" : " FOR UPDATE"),
+               {lease});
+      std::this_thread::sleep_for(900ms);
+      tx.rollback();
+    }
+    taken = other.try_acquire(lease, {.ttl = 30s});
+    if (!taken) {
+      ADD_FAILURE() << "the expired migration lease could not be taken over";
+      return;
+    }
+    other_holds = true;
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(1s);
+      other_holds = false;
+      taken->release();
+    });
+  };
+  std::vector<std::int64_t> ran_while_other_held;
+  o.before_commit = [&](std::int64_t version) {
+    if (other_holds) ran_while_other_held.push_back(version);
+  };
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+  } catch (const sqllock::error& e) {
+    ADD_FAILURE() << "the run failed: " << e.what();
+  }
+  if (releaser.joinable()) releaser.join();
+  EXPECT_TRUE(taken.has_value());
+  EXPECT_EQ(ran_while_other_held, std::vector<std::int64_t>{})
+      << "a migration's statements ran while another migrator held the lease";
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
 }
 
 // ---- through the command ----

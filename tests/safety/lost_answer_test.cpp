@@ -310,6 +310,7 @@ TEST(Partition, AReleaseSentAgainIntoASilentConnectionDoesNotHoldUpRenewals) {
   }
   EXPECT_TRUE(other) << "the release sent again never landed";
   kept->release();
+}
 
 // A COMMIT whose answer is lost after the server committed: the outcome is unknown to the caller,
 // so nothing runs the work again as if it had not happened. with_retry reports connection_lost

@@ -45,7 +45,8 @@ struct conn_target {
   /// Bound on making a connection: the URL's connect_timeout (seconds), else 10 s.
   std::chrono::milliseconds connect_timeout{10000};
   /// Ask for READ COMMITTED in the startup packet (`options=-c default_transaction_isolation=...`),
-  /// whatever the server's default: the lease statements are written for it. A URL's own `options`
+  /// whatever the server's default: the lease statements are written for it. Every connection also
+  /// asks for server-side TCP keepalives (see postgresql_connection.cpp). A URL's own `options`
   /// win. A pooler that refuses startup options (PgBouncer) gets none, once and for all; the lease
   /// statements then retry a serialization failure, which in their one-statement transactions
   /// means nothing was applied.

@@ -540,6 +540,85 @@ TEST(MysqlRowLock, ColumnsWithoutAUniqueLeadingIndexAreRefusedBeforeAnyLock) {
   EXPECT_TRUE(tx.lock_rows(req).acquired());
 }
 
+// A usable index is not enough: the optimizer may still scan the whole table (many keys against a
+// small table), and InnoDB then locks every row it scanned, also the ones nobody asked for.
+TEST(MysqlRowLock, ManyKeysOnAUniqueSecondaryIndexLockOnlyTheRowsAsked) {
+  auto c = make_client();
+  user_table t(50);
+  std::vector<std::int64_t> asked;
+  for (std::int64_t i = 1; i <= 30; ++i) asked.push_back(i);
+  auto tx = c.begin();
+  auto req = lock_request(t, asked);
+  req.key_column = "code";
+  ASSERT_TRUE(tx.lock_rows(req).acquired());
+  // Row 40 was not asked for: another transaction locks it at once.
+  auto other = c.begin();
+  auto free_row = lock_request(t, {40}, sqllock::lock_wait::nowait);
+  free_row.key_column = "code";
+  EXPECT_TRUE(other.lock_rows(free_row).acquired()) << "a row not asked for was locked";
+}
+
+// The index check's answer is kept for the process, and the statement forces the index it named:
+// an index renamed after a use is found again, and one dropped is refused again, before any lock.
+TEST(MysqlRowLock, AnIndexRenamedOrDroppedAfterAUseIsCheckedAgain) {
+  auto c = make_client();
+  user_table t(3);
+  auto admin = raw_connection(url());
+  auto request = [&](std::int64_t code, sqllock::lock_wait mode) {
+    auto r = lock_request(t, {code}, mode);
+    r.key_column = "code";
+    return r;
+  };
+  {
+    auto tx = c.begin();
+    ASSERT_TRUE(tx.lock_rows(request(1, sqllock::lock_wait::wait)).acquired());
+  }
+  run(*admin, "ALTER TABLE " + t.name() + " RENAME INDEX code TO code_renamed");
+  {
+    auto tx = c.begin();
+    ASSERT_TRUE(tx.lock_rows(request(1, sqllock::lock_wait::wait)).acquired());
+    auto other = c.begin();
+    EXPECT_TRUE(other.lock_rows(request(3, sqllock::lock_wait::nowait)).acquired());
+  }
+  run(*admin, "ALTER TABLE " + t.name() + " DROP INDEX code_renamed");
+  auto tx = c.begin();
+  EXPECT_THROW(tx.lock_rows(request(1, sqllock::lock_wait::wait)), sqllock::invalid_argument);
+  // Nothing was locked: another transaction locks another row at once.
+  auto other = c.begin();
+  EXPECT_TRUE(other.lock_rows(lock_request(t, {3}, sqllock::lock_wait::nowait)).acquired())
+      << "a row not asked for was locked";
+}
+
+// A number compared with a string column makes MariaDB compare as numbers: the index cannot be
+// used and every row of the table is locked. Refused before any lock, like a missing index.
+TEST(MysqlRowLock, NumericKeysOnAStringColumnAreRefusedBeforeAnyLock) {
+  auto c = make_client();
+  const std::string name = unique_name("tsku");
+  auto admin = raw_connection(url());
+  run(*admin, "CREATE TABLE " + name + " (sku VARCHAR(20) PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=InnoDB");
+  run(*admin, "INSERT INTO " + name + " VALUES ('1', 1), ('2', 2), ('3', 3)");
+  sqllock::row_lock_request req;
+  req.table = name;
+  req.key_column = "sku";
+  req.keys = {sqllock::value(std::int64_t{1})};
+  {
+    auto tx = c.begin();
+    EXPECT_THROW(tx.lock_rows(req), sqllock::invalid_argument);
+    // Nothing was locked: another transaction locks another row at once.
+    auto other = c.begin();
+    auto free_row = req;
+    free_row.keys = {sqllock::value(std::string("3"))};
+    free_row.mode = sqllock::lock_wait::nowait;
+    EXPECT_TRUE(other.lock_rows(free_row).acquired()) << "a row not asked for was locked";
+  }
+  // Keys given as text use the index.
+  auto tx = c.begin();
+  req.keys = {sqllock::value(std::string("1"))};
+  EXPECT_TRUE(tx.lock_rows(req).acquired());
+  tx.rollback();
+  run(*admin, "DROP TABLE " + name);
+}
+
 // ---- CAS ----------------------------------------------------------------------------------------
 
 TEST(MysqlCas, UnchangedValuesAreAppliedAndMatchedRowsAreCounted) {

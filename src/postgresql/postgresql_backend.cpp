@@ -472,8 +472,7 @@ class postgresql_backend final : public backend {
     if (options_.read_only) throw invalid_argument("postgresql: transactions need a client that is not read-only");
     std::string sql = "BEGIN";
     if (options.lock_timeout) {
-      const auto ms = std::max<std::int64_t>(1, options.lock_timeout->count());
-      sql += "; SET LOCAL lock_timeout = '" + std::to_string(ms) + "ms'";
+      sql += "; SET LOCAL lock_timeout = '" + timeout_text(*options.lock_timeout) + "'";
     }
     for (int attempt = 0;; ++attempt) {
       auto [conn, pooled] = pool_->take();

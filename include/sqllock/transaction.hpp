@@ -80,7 +80,8 @@ enum class lock_strength { update, no_key_update };
 /// rolled back (it keeps them after `ROLLBACK TO SAVEPOINT` too). Others wanting those rows wait
 /// for this transaction; end it soon after a refusal if that matters. PostgreSQL runs the
 /// statement in a savepoint and rolls back to it, which releases them: nothing requested stays
-/// locked.
+/// locked. On MySQL/MariaDB a requested key with no row locks the gap where it would be (InnoDB's
+/// REPEATABLE READ): others' inserts into that gap wait until this transaction ends.
 struct SQLLOCK_EXPORT row_lock_request {
   std::string table;  ///< validated identifier, optionally schema.table
   std::string key_column;  ///< the column the keys select

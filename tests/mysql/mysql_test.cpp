@@ -589,6 +589,25 @@ TEST(MysqlRowLock, AnIndexRenamedOrDroppedAfterAUseIsCheckedAgain) {
       << "a row not asked for was locked";
 }
 
+// A requested key with no row: InnoDB (REPEATABLE READ) locks the gap where it would be, so inserts
+// of other keys into that gap wait for the transaction; PostgreSQL locks nothing for it. Pinned
+// here because docs/mysql.md says so.
+TEST(MysqlRowLock, AMissingKeyLocksTheGapWhereItWouldBe) {
+  auto c = make_client();
+  user_table t(3);
+  auto tx = c.begin();
+  auto r = tx.lock_rows(lock_request(t, {99}));
+  ASSERT_TRUE(r.acquired());
+  EXPECT_TRUE(r.rows.empty());
+  auto other = raw_connection(url(), false);
+  run(*other, "SET SESSION innodb_lock_wait_timeout = 1");
+  // An insert into the gap (3, +inf) waits for tx; one below the last row does not.
+  run(*other, "INSERT INTO " + t.name() + " (id, qty, version) VALUES (0, 1, 1)");
+  EXPECT_ANY_THROW(run(*other, "INSERT INTO " + t.name() + " (id, qty, version) VALUES (50, 1, 1)"));
+  other->rollback();
+  tx.rollback();
+}
+
 // A number compared with a string column makes MariaDB compare as numbers: the index cannot be
 // used and every row of the table is locked. Refused before any lock, like a missing index.
 TEST(MysqlRowLock, NumericKeysOnAStringColumnAreRefusedBeforeAnyLock) {

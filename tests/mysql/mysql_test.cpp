@@ -1595,3 +1595,40 @@ TEST(MysqlErrors, GaleraSplitBrainOptionsAreReadFromTheProviderOptions) {
   EXPECT_EQ(split_brain_option("xpc.ignore_sb = true"), "");
   EXPECT_EQ(split_brain_option(""), "");
 }
+
+namespace {
+
+// A MariaDB/MySQL replica runs with read_only = ON, which an account with READ ONLY ADMIN (SUPER, ALL
+// PRIVILEGES) may still write through: a lock taken there is invisible to the primary's clients,
+// and two holders could each believe they hold the name. sqllock refuses such a server for locks
+// (database_error naming the setting), whatever the account; a read-only client still reads there.
+TEST(MysqlReplica, AReadOnlyServerIsRefusedForLocksEvenToAnAccountThatMayWriteThere) {
+  const std::string admin_url = env("SQLLOCK_TEST_MYSQL_ADMIN_URL");
+  ASSERT_FALSE(admin_url.empty()) << "SQLLOCK_TEST_MYSQL_ADMIN_URL is not set";
+  auto admin = admin_connection();
+  run(*admin, "SET GLOBAL read_only = 1");
+  struct restore {
+    sql::Connection& c;
+    ~restore() {
+      try {
+        run(c, "SET GLOBAL read_only = 0");
+      } catch (...) {
+      }
+    }
+  } restore_after{*admin};
+  const auto name = unique_name("replica");
+  try {
+    auto c = sqllock::connect(admin_url);
+    auto g = c.try_acquire(name);
+    ADD_FAILURE() << "a lock was taken on a server with read_only = ON: "
+                  << (g ? "acquired" : "not acquired, but no refusal");
+  } catch (const sqllock::database_error& e) {
+    EXPECT_NE(std::string(e.what()).find("read_only"), std::string::npos) << e.what();
+  }
+  sqllock::client_options ro;
+  ro.read_only = true;
+  auto reader = sqllock::connect(admin_url, ro);
+  EXPECT_FALSE(reader.inspect(name).has_value());
+}
+
+}  // namespace

@@ -69,8 +69,9 @@ enum class lock_strength { update, no_key_update };
 /// Lock rows of a user table selected by one key column.
 ///   SELECT columns FROM table WHERE key_column IN (keys...) ORDER BY key_column FOR UPDATE [...]
 /// On MySQL the key column must have a usable unique or primary index (otherwise InnoDB would
-/// lock every scanned row), which the statement then forces, and keys on a text column must be
-/// text; otherwise the request is refused with invalid_argument before any lock is taken.
+/// lock every scanned row), which the statement then forces, keys on a text column must be text,
+/// and the table must be InnoDB (other engines keep no row lock past the statement); otherwise the
+/// request is refused with invalid_argument before any lock is taken.
 /// On SQLite the whole database is write-locked by `BEGIN IMMEDIATE` when the transaction starts;
 /// the call then only reads the rows, and `nowait`/`timeout` apply to that begin.
 ///

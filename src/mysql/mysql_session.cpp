@@ -3,6 +3,8 @@
 #include <cppconn/exception.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string_view>
 #include <map>
 #include <variant>
 
@@ -13,11 +15,12 @@
 namespace sqllock::detail::mysql {
 namespace {
 
-/// A usable index for lock_rows: its name (forced by the statement) and whether the key column
-/// holds text.
+/// A usable index for lock_rows: its name (forced by the statement), whether the key column
+/// holds text, and the table's engine.
 struct usable_index {
   std::string name;
   bool text_column = false;
+  std::string engine;
 };
 
 /// Positive answers of the InnoDB-trap check, per schema/table/column, for the whole process.
@@ -43,6 +46,11 @@ std::string quote_catalog_name(const std::string& name) {
   std::string out = "`";
   for (char c : name) out += c == '`' ? std::string("``") : std::string(1, c);
   return out + "`";
+}
+
+bool equals_ignore_case(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](char x, char y) { return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y)); });
 }
 
 /// Split "schema.table" into its parts (validated identifiers; no quotes inside).
@@ -404,6 +412,11 @@ class mysql_session final : public session {
   usable_index check_index(const std::string& table_id, const std::string& column, bool fresh,
                            const std::vector<value>& keys) {
     usable_index index = find_index(table_id, column, fresh);
+    if (!equals_ignore_case(index.engine, "InnoDB")) {
+      throw invalid_argument("lock_rows: table " + table_id + " uses the " + index.engine +
+                             " engine, which keeps no row lock past the statement (only InnoDB does); "
+                             "no lock was taken");
+    }
     if (index.text_column) {
       for (const auto& k : keys) {
         if (std::holds_alternative<std::int64_t>(k) || std::holds_alternative<double>(k)) {
@@ -438,7 +451,7 @@ class mysql_session final : public session {
                              " is not the first column of a unique or primary index; InnoDB would "
                              "lock every scanned row (and block inserts), so no lock was taken");
     }
-    usable_index index{*rows[0][0], rows[0][1] && *rows[0][1] != "0"};
+    usable_index index{*rows[0][0], rows[0][1] && *rows[0][1] != "0", rows[0][2].value_or("")};
     std::lock_guard lock(indexes().mutex);
     indexes().usable[cache_key] = index;
     return index;

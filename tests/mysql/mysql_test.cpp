@@ -608,6 +608,34 @@ TEST(MysqlRowLock, AMissingKeyLocksTheGapWhereItWouldBe) {
   tx.rollback();
 }
 
+// Only InnoDB (and engines like it) keeps row locks until the transaction ends: on an Aria, MyISAM
+// or MEMORY table SELECT ... FOR UPDATE holds nothing once the statement is done, so "acquired"
+// would be a lie. Refused before any lock, like a missing index.
+TEST(MysqlRowLock, ATableWithoutRowLocksIsRefused) {
+  auto c = make_client();
+  const std::string name = unique_name("taria");
+  auto admin = raw_connection(url());
+  run(*admin, "CREATE TABLE " + name + " (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=Aria");
+  run(*admin, "INSERT INTO " + name + " VALUES (1, 1), (2, 2)");
+  sqllock::row_lock_request req;
+  req.table = name;
+  req.key_column = "id";
+  req.keys = {sqllock::value(std::int64_t{1})};
+  req.mode = sqllock::lock_wait::nowait;
+  auto tx = c.begin();
+  EXPECT_THROW(
+      {
+        auto first = tx.lock_rows(req);
+        ASSERT_TRUE(first.acquired());
+        // What "acquired" would mean: another transaction is kept from the row.
+        auto other = c.begin();
+        EXPECT_FALSE(other.lock_rows(req).acquired()) << "both transactions hold row 1";
+      },
+      sqllock::invalid_argument);
+  tx.rollback();
+  run(*admin, "DROP TABLE " + name);
+}
+
 // A number compared with a string column makes MariaDB compare as numbers: the index cannot be
 // used and every row of the table is locked. Refused before any lock, like a missing index.
 TEST(MysqlRowLock, NumericKeysOnAStringColumnAreRefusedBeforeAnyLock) {

@@ -186,7 +186,8 @@ class connection {
   /// When this connection was last used (for the idle pool's health check).
   std::chrono::steady_clock::time_point last_used() const noexcept { return last_used_; }
 
-  /// The session's innodb_lock_wait_timeout set by sqllock (0: the server default).
+  /// The session's innodb_lock_wait_timeout set by sqllock (0: the server default; -1: unknown,
+  /// the application's statements ran on it).
   int lock_timeout_s = 0;
 
  private:

@@ -106,6 +106,7 @@ class mysql_session final : public session {
 
   std::int64_t execute(std::string_view sql, const std::vector<value>& params) override {
     require_active("execute");
+    user_statements_ = true;
     try {
       return conn_->execute(sql, params, "execute");
     } catch (const error& e) {
@@ -116,6 +117,7 @@ class mysql_session final : public session {
 
   result_rows query(std::string_view sql, const std::vector<value>& params) override {
     require_active("query");
+    user_statements_ = true;
     try {
       return conn_->query(sql, params, "query");
     } catch (const error& e) {
@@ -401,6 +403,9 @@ class mysql_session final : public session {
     if (adopted_) {
       conn_.reset();  // borrowed: nothing is closed
     } else if (pool_) {
+      // The application's statements may have set the session's wait bound (MySQL has no SET
+      // LOCAL): unknown, so the next transaction on this connection sets its own.
+      if (user_statements_) conn_->lock_timeout_s = -1;
       pool_->give_back(std::move(conn_));
     } else {
       conn_.reset();
@@ -461,6 +466,7 @@ class mysql_session final : public session {
   std::unique_ptr<connection> conn_;
   client_options log_options_;
   bool adopted_ = false;
+  bool user_statements_ = false;  ///< execute() or query() ran the application's SQL
   state state_ = state::active;
   std::string abort_reason_;
 };

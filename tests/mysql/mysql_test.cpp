@@ -1660,3 +1660,23 @@ TEST(MysqlReplica, AReadOnlyServerIsRefusedForLocksEvenToAnAccountThatMayWriteTh
 }
 
 }  // namespace
+
+namespace {
+
+// MySQL has no SET LOCAL: a transaction's statement that sets the session's row-lock wait bound
+// changes the pooled connection. The next transaction on it, which asked for no bound, must still
+// wait the server's default, not the earlier caller's bound.
+TEST(MysqlPool, ALockWaitBoundSetByAnEarlierTransactionIsNotInheritedByTheNext) {
+  auto c = make_client();
+  {
+    auto tx = c.begin();
+    tx.execute("SET SESSION innodb_lock_wait_timeout = 1");
+    tx.commit();
+  }
+  auto tx = c.begin();
+  const auto rows = tx.query("SELECT @@SESSION.innodb_lock_wait_timeout, @@GLOBAL.innodb_lock_wait_timeout");
+  EXPECT_EQ(rows.at(0).as_int(0), rows.at(0).as_int(1)) << "the next transaction inherited the earlier one's bound";
+  tx.commit();
+}
+
+}  // namespace

@@ -473,6 +473,10 @@ class postgresql_backend final : public backend {
     std::string sql = "BEGIN";
     if (options.lock_timeout) {
       sql += "; SET LOCAL lock_timeout = '" + timeout_text(*options.lock_timeout) + "'";
+    } else {
+      // The server's default, not a session SET an earlier transaction ran on this pooled
+      // connection (DEFAULT ignores the session's SETs); same round trip.
+      sql += "; SET LOCAL lock_timeout = DEFAULT";
     }
     for (int attempt = 0;; ++attempt) {
       auto [conn, pooled] = pool_->take();

@@ -108,6 +108,10 @@ std::optional<std::string> to_text(const value& v);
 /// A PostgreSQL array literal ({"a","b",NULL}) of text elements.
 std::string array_literal(const std::vector<std::optional<std::string>>& elements);
 
+/// A wait bound as a lock_timeout / statement_timeout value: at least 1 ms (0 would mean no bound),
+/// and "0" (no bound) past what the setting can hold (2^31-1 ms, about 24.8 days).
+std::string timeout_text(std::chrono::milliseconds t);
+
 /// Rewrite `?` placeholders to $1..$n outside quotes, quoted identifiers, comments and
 /// dollar-quoted strings. Returns the rewritten text and the number of placeholders.
 std::pair<std::string, std::size_t> rewrite_placeholders(std::string_view sql);

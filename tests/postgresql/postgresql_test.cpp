@@ -1549,3 +1549,23 @@ TEST_F(PostgreSQL, SqllocksConnectionsAskTheServerForShortTcpKeepalives) {
   auto own = sqllock::connect(with_param(url(), "options=-c%20tcp_keepalives_idle%3D60"));
   EXPECT_EQ(settings(own).substr(0, 3), "60;") << "the URL's own options did not win";
 }
+
+namespace {
+
+// A session-level SET of the wait bound in one transaction (SET without LOCAL) stays on the pooled
+// connection; the next transaction on it, which asked for no bound, must still wait the server's
+// default, not the earlier caller's bound.
+TEST(PostgreSQLPool, ALockWaitBoundSetByAnEarlierTransactionIsNotInheritedByTheNext) {
+  auto c = sqllock::connect(url());
+  {
+    auto tx = c.begin();
+    tx.execute("SET lock_timeout = '1s'");
+    tx.commit();
+  }
+  auto tx = c.begin();
+  const auto rows = tx.query("SELECT current_setting('lock_timeout')");
+  EXPECT_NE(rows.at(0).as_text(0), "1s") << "the next transaction inherited the earlier one's bound";
+  tx.commit();
+}
+
+}  // namespace

@@ -1434,6 +1434,32 @@ TEST(PostgreSQLPlaceholders, ChannelsAreStablePerTableAndName) {
 // waiter's deadline or 2 s), and a wait watching another name waited for it, past its own bound.
 // Not taken in time, the watch is left to the waker (the waiter polls meanwhile) and applied once
 // the network answers: the name's releases then wake it.
+// Whether `s`, watching `name`, is woken by another client's releases of it, tried every 50 ms for
+// up to `within` (a watch applied late is listened to by the waker's thread).
+bool woken_by_releases(seam& s, const std::string& name, milliseconds within) {
+  struct sink : sqllock::detail::wake_sink {
+    std::mutex mu;
+    std::vector<std::string> woken;
+    void wake(const std::string& n) noexcept override {
+      std::lock_guard lk(mu);
+      woken.push_back(n);
+    }
+    bool saw(const std::string& n) {
+      std::lock_guard lk(mu);
+      return std::find(woken.begin(), woken.end(), n) != woken.end();
+    }
+  } events;
+  s.b->set_wake_sink(&events);
+  auto other = make_seam(url());
+  const auto until = steady::now() + within;
+  while (!events.saw(name) && steady::now() < until) {
+    if (!other.acquire(name, "h", "o-woken", 10s).acquired || !other.release(name, "o-woken", 0)) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  s.b->set_wake_sink(nullptr);
+  return events.saw(name);
+}
+
 TEST_F(PostgreSQL, AWatchKeepsItsDeadlineWhileAnotherWatchListensThroughASlowNetwork) {
   const auto u = sqllock::parse_url(url());
   sqllock::test::fault_proxy proxy(u.host.empty() ? "127.0.0.1" : u.host, u.port);
@@ -1451,28 +1477,7 @@ TEST_F(PostgreSQL, AWatchKeepsItsDeadlineWhileAnotherWatchListensThroughASlowNet
   proxy.pass();
   // y counts as watched: a release of y by another client wakes this client, once the waker has
   // listened again (its connection, given up in the hold, is replaced).
-  struct sink : sqllock::detail::wake_sink {
-    std::mutex mu;
-    std::vector<std::string> woken;
-    void wake(const std::string& name) noexcept override {
-      std::lock_guard lk(mu);
-      woken.push_back(name);
-    }
-    bool saw(const std::string& name) {
-      std::lock_guard lk(mu);
-      return std::find(woken.begin(), woken.end(), name) != woken.end();
-    }
-  } events;
-  s.b->set_wake_sink(&events);
-  auto other = make_seam(url());
-  const auto until = steady::now() + 10s;
-  while (!events.saw(y) && steady::now() < until) {
-    ASSERT_TRUE(other.acquire(y, "h", "oy", 10s).acquired);
-    ASSERT_TRUE(other.release(y, "oy", 0));
-    std::this_thread::sleep_for(100ms);
-  }
-  EXPECT_TRUE(events.saw(y)) << "the watch of y was never applied";
-  s.b->set_wake_sink(nullptr);
+  EXPECT_TRUE(woken_by_releases(s, y, 10s)) << "the watch of y was never applied";
   s.b->unwatch(warm);
   s.b->unwatch(x);
   s.b->unwatch(y);
@@ -1499,30 +1504,9 @@ TEST_F(PostgreSQL, WatchesWithNoTimeLeftKeepTheWakeUpConnectionAndAreStillListen
     names.push_back(unique("pg_watch_now"));
     (void)s.b->watch(names.back(), steady::now());
   }
-  struct sink : sqllock::detail::wake_sink {
-    std::mutex mu;
-    std::vector<std::string> woken;
-    void wake(const std::string& name) noexcept override {
-      std::lock_guard lk(mu);
-      woken.push_back(name);
-    }
-    bool saw(const std::string& name) {
-      std::lock_guard lk(mu);
-      return std::find(woken.begin(), woken.end(), name) != woken.end();
-    }
-  } events;
-  s.b->set_wake_sink(&events);
   // Each of those channels is listened to by the thread: a release by another client wakes this one.
-  auto other = make_seam(url());
-  const auto until = steady::now() + 5s;
-  while (!events.saw(names.back()) && steady::now() < until) {
-    ASSERT_TRUE(other.acquire(names.back(), "h", "o", 10s).acquired);
-    ASSERT_TRUE(other.release(names.back(), "o", 0));
-    std::this_thread::sleep_for(50ms);
-  }
-  EXPECT_TRUE(events.saw(names.back())) << "a watch with no time left was never listened to";
+  EXPECT_TRUE(woken_by_releases(s, names.back(), 5s)) << "a watch with no time left was never listened to";
   EXPECT_EQ(admin.run(listener), before) << "the wake-up connection was replaced";
-  s.b->set_wake_sink(nullptr);
   s.b->unwatch(warm);
   for (const auto& n : names) s.b->unwatch(n);
 }

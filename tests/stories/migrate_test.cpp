@@ -16,6 +16,33 @@ namespace stories {
 namespace {
 
 using namespace std::chrono_literals;
+
+/// Holds up `c`'s deadline thread (a lease of 100 ms whose on_lost blocks, as a descheduled thread
+/// would be late) until destroyed, at most 10 s: loss reports of `c` wait meanwhile.
+class deadline_thread_stall {
+ public:
+  explicit deadline_thread_stall(sqllock::client& c)
+      : guard_(c.try_acquire(unique_name("deadline_stall"),
+                             {.ttl = 100ms, .auto_renew = false,
+                              .on_lost = [held = held_, go = go_](const std::string&, std::int64_t) {
+                                *held = true;
+                                const auto until = std::chrono::steady_clock::now() + 10s;
+                                while (!*go && std::chrono::steady_clock::now() < until)
+                                  std::this_thread::sleep_for(5ms);
+                              }})) {}
+  ~deadline_thread_stall() { *go_ = true; }
+  deadline_thread_stall(const deadline_thread_stall&) = delete;
+  deadline_thread_stall& operator=(const deadline_thread_stall&) = delete;
+  /// Whether the deadline thread is held up (waited for, up to 3 s).
+  bool holding() const {
+    return guard_ && sqllock_testing::eventually([&] { return held_->load(); }, 3s);
+  }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> held_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<bool>> go_ = std::make_shared<std::atomic<bool>>(false);
+  std::optional<sqllock::lease_guard> guard_;
+};
 using sqllock::migrate_options;
 
 bool is_mysql() { return backend().name == "mysql"; }
@@ -357,19 +384,8 @@ TEST(Migrate, MigrationLongerThanTheLeaseTtl) {
 TEST(MigratePostgreSqlOnly, CommitsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported) {
   auto c = make_client();
   auto blocker = make_client();
-  auto held = std::make_shared<std::atomic<bool>>(false), go = std::make_shared<std::atomic<bool>>(false);
-  auto stall = c.try_acquire(unique_name("deadline_stall"),
-                             {.ttl = 100ms, .auto_renew = false, .on_lost = [held, go](const std::string&, std::int64_t) {
-                                *held = true;
-                                const auto until = std::chrono::steady_clock::now() + 10s;
-                                while (!*go && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
-                              }});
-  ASSERT_TRUE(stall);
-  struct unstall {
-    std::shared_ptr<std::atomic<bool>> go;
-    ~unstall() { *go = true; }
-  } unstall_at_exit{go};
-  ASSERT_TRUE(sqllock_testing::eventually([&] { return held->load(); }, 3s)) << "the deadline thread was never held up";
+  deadline_thread_stall stall(c);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
 
   temp_dir dir;
   dir.write("0001_a.sql", create_table(unique_name("m_a")));
@@ -405,19 +421,8 @@ TEST(Migrate, StartsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported)
   auto c = make_client();
   auto blocker = make_client();
   auto probe = make_client();
-  auto held = std::make_shared<std::atomic<bool>>(false), go = std::make_shared<std::atomic<bool>>(false);
-  auto stall = c.try_acquire(unique_name("deadline_stall"),
-                             {.ttl = 100ms, .auto_renew = false, .on_lost = [held, go](const std::string&, std::int64_t) {
-                                *held = true;
-                                const auto until = std::chrono::steady_clock::now() + 10s;
-                                while (!*go && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
-                              }});
-  ASSERT_TRUE(stall);
-  struct unstall {
-    std::shared_ptr<std::atomic<bool>> go;
-    ~unstall() { *go = true; }
-  } unstall_at_exit{go};
-  ASSERT_TRUE(sqllock_testing::eventually([&] { return held->load(); }, 3s)) << "the deadline thread was never held up";
+  deadline_thread_stall stall(c);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
 
   temp_dir dir;
   dir.write("0001_a.sql", create_table(unique_name("m_a")));

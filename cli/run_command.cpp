@@ -517,21 +517,28 @@ int run_run(const common_options& common, const run_options& run_flags) {
       print_error("interrupted (" + std::string(::strsignal(signo)) + ") before starting the command");
       return 128 + signo;
     }
-    // A plain lock and a reader-writer lease of one name are different rows and do not exclude
-    // each other: a run in one mode refuses to start beside a live holder in the other. Each side
-    // has stored its own row before it looks at the other's (as reader and writer do), so two runs
-    // of different modes are never both running CMD (both may refuse).
+    // A plain lock, a reader-writer lease and a semaphore of one name are different rows and do not
+    // exclude each other: a run in one mode refuses to start beside a live holder in another. Each
+    // side has stored its own row before it looks at the others' (as reader and writer do), so two
+    // runs of different modes are never both running CMD (both may refuse).
     try {
       std::optional<sqllock::lock_info> other;
       std::string other_mode;
+      const bool plain = options.rw == run_options::rw_mode::none && !options.permits;
+      const bool rw = options.rw != run_options::rw_mode::none;
       for (const auto& n : options.names) {
-        if (options.rw == run_options::rw_mode::none && !options.permits) {
-          other = client.inspect_read_write(n);
-          other_mode = "as a reader-writer lease (sqllock run --shared/--exclusive)";
-        } else if (options.rw != run_options::rw_mode::none) {
+        if (!plain) {
           other = client.inspect(n);
           if (other && other->time_left.count() <= 0) other.reset();
-          other_mode = "as a plain lock (sqllock run without --shared/--exclusive)";
+          other_mode = "as a plain lock (sqllock run without --shared/--exclusive/--permits)";
+        }
+        if (!other && !rw) {
+          other = client.inspect_read_write(n);
+          other_mode = "as a reader-writer lease (sqllock run --shared/--exclusive)";
+        }
+        if (!other && !options.permits) {
+          other = client.inspect_semaphore(n);
+          other_mode = "as a semaphore (sqllock run --permits)";
         }
         if (other) break;
       }
@@ -541,8 +548,8 @@ int run_run(const common_options& common, const run_options& run_flags) {
         } catch (const sqllock::error&) {
         }
         print_error("'" + printable(other->name) + "' is held " + other_mode + " by '" + printable(other->holder) +
-                    "': a plain lock and a reader-writer lease of one name do not exclude each other, so this run "
-                    "refuses to start; use one mode per name");
+                    "': a plain lock, a reader-writer lease and a semaphore of one name do not exclude each other, "
+                    "so this run refuses to start; use one mode per name");
         return exit_code::usage;
       }
     } catch (const sqllock::error& e) {

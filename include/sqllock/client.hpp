@@ -381,6 +381,9 @@ class SQLLOCK_EXPORT client {
   /// A live holder of the reader-writer lease of `name` (its writer or a reader: the one whose lease
   /// ends last), with lock_info::name set to `name`; std::nullopt when nobody holds it.
   std::optional<lock_info> inspect_read_write(std::string_view name);
+  /// A live holder of a permit of semaphore `name` (the one whose lease ends last), with
+  /// lock_info::name set to `name`; std::nullopt when no permit is held.
+  std::optional<lock_info> inspect_semaphore(std::string_view name);
 
   /// The lock row of `name` if it is held (live or expired-but-not-released). When this client holds
   /// it, hold_count is this client's count of holds.

@@ -79,7 +79,10 @@ SQLLOCK_EXPORT std::vector<migration_file> read_migration_directory(const std::f
 /// expires after lock_ttl, no session lock is used). Creates the lock tables (if missing) and the
 /// history table.
 ///
-/// PostgreSQL and SQLite: a migration's statements and its history row commit in one
+/// Each migration starts only while the lease is held: its first transaction checks the lease on
+/// the database and keeps the lease's row locked until it commits (transaction::require_lease),
+/// so no other migrator takes the lease over meanwhile; a lease found lost is taken again and the
+/// plan redone. PostgreSQL and SQLite: a migration's statements and its history row commit in one
 /// transaction, or nothing does. MySQL/MariaDB (DDL commits implicitly): a "running" row is
 /// committed first; a failure turns it into "failed" with the error text, and a run refuses to go
 /// past a failed or interrupted ("running") version until resolve_migration is called.

@@ -69,7 +69,9 @@ enum class lock_strength { update, no_key_update };
 /// Lock rows of a user table selected by one key column.
 ///   SELECT columns FROM table WHERE key_column IN (keys...) ORDER BY key_column FOR UPDATE [...]
 /// On MySQL the key column must have a usable unique or primary index (otherwise InnoDB would
-/// lock every scanned row); the request is refused with invalid_argument before any lock is taken.
+/// lock every scanned row), which the statement then forces, keys on a text column must be text,
+/// and the table must be InnoDB (other engines keep no row lock past the statement); otherwise the
+/// request is refused with invalid_argument before any lock is taken.
 /// On SQLite the whole database is write-locked by `BEGIN IMMEDIATE` when the transaction starts;
 /// the call then only reads the rows, and `nowait`/`timeout` apply to that begin.
 ///
@@ -79,7 +81,8 @@ enum class lock_strength { update, no_key_update };
 /// rolled back (it keeps them after `ROLLBACK TO SAVEPOINT` too). Others wanting those rows wait
 /// for this transaction; end it soon after a refusal if that matters. PostgreSQL runs the
 /// statement in a savepoint and rolls back to it, which releases them: nothing requested stays
-/// locked.
+/// locked. On MySQL/MariaDB a requested key with no row locks the gap where it would be (InnoDB's
+/// REPEATABLE READ): others' inserts into that gap wait until this transaction ends.
 struct SQLLOCK_EXPORT row_lock_request {
   std::string table;  ///< validated identifier, optionally schema.table
   std::string key_column;  ///< the column the keys select

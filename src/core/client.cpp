@@ -225,6 +225,10 @@ std::optional<lock_info> client::inspect_read_write(std::string_view name) {
   return live(engine_).inspect_read_write(name);
 }
 
+std::optional<lock_info> client::inspect_semaphore(std::string_view name) {
+  return live(engine_).inspect_semaphore(name);
+}
+
 std::optional<lock_info> client::inspect(std::string_view name) { return live(engine_).inspect(std::string(name)); }
 std::vector<lock_info> client::list_locks() { return live(engine_).list_locks(); }
 std::vector<queue_info> client::list_queue() {

@@ -1249,8 +1249,16 @@ std::optional<lock_info> lease_engine::inspect(const std::string& name) {
 
 std::optional<lock_info> lease_engine::inspect_read_write(std::string_view name) {
   validate_lock_name(name);
-  auto [lo, hi] = rw_rows_range(name);
-  auto info = db_->live_in_range(lo, hi, steady::now() + io_timeout);
+  return live_under(name, rw_rows_range(name));
+}
+
+std::optional<lock_info> lease_engine::inspect_semaphore(std::string_view name) {
+  validate_lock_name(name);
+  return live_under(name, permit_rows_range(name));
+}
+
+std::optional<lock_info> lease_engine::live_under(std::string_view name, const std::pair<std::string, std::string>& rows) {
+  auto info = db_->live_in_range(rows.first, rows.second, steady::now() + io_timeout);
   if (info) {
     if (const int holds = book_.holds_of(info->owner); holds > 0) info->hold_count = holds;
     info->name = std::string(name);

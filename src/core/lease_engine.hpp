@@ -80,6 +80,7 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   std::optional<lock_info> inspect(const std::string& name);
   /// The live writer or reader row of the reader-writer lease `name` that ends last, if any.
   std::optional<lock_info> inspect_read_write(std::string_view name);
+  std::optional<lock_info> inspect_semaphore(std::string_view name);
   std::vector<lock_info> list_locks();
   bool force_release(const std::string& name);
 
@@ -90,6 +91,8 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   void wake(const std::string& name) noexcept override;
 
  private:
+  /// The live row of [rows.first, rows.second) whose lease ends last, reported under `name`.
+  std::optional<lock_info> live_under(std::string_view name, const std::pair<std::string, std::string>& rows);
   std::string next_owner();
   /// book_.add of an acquisition the database granted (its statement began at `started`): its first
   /// hold, or null (logged) when the answer came at or after the lease's loss point. The caller then

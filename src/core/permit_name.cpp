@@ -15,6 +15,13 @@ std::string permit_row_name(std::string_view semaphore, int slot) {
   return derived_padded(derived_base(prefix, semaphore) + ".permit." + std::to_string(slot));
 }
 
+std::pair<std::string, std::string> permit_rows_range(std::string_view semaphore) {
+  std::string lo = derived_base(prefix, semaphore) + ".permit.";
+  std::string hi = lo;
+  hi.back() = '/';
+  return {std::move(lo), std::move(hi)};
+}
+
 std::string permit_queue_key(std::string_view semaphore) { return derived_base(prefix, semaphore) + ".permits"; }
 
 std::optional<std::string> permit_queue_of(std::string_view row_name) {

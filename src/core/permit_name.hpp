@@ -18,6 +18,9 @@ inline constexpr int max_semaphore_permits = 10000;
 /// unambiguous for any S. At most 256 + 30 bytes (the lock table takes 511 from schema version 3).
 std::string permit_row_name(std::string_view semaphore, int slot);
 
+/// The lock-table rows of every permit of semaphore `semaphore`: [first, second).
+std::pair<std::string, std::string> permit_rows_range(std::string_view semaphore);
+
 /// The key of the local wait queue of a semaphore's waiters (never sent to the database).
 std::string permit_queue_key(std::string_view semaphore);
 

@@ -119,8 +119,13 @@ void renewer::watchdog_loop() {
       book_.renewed(batch, matched, t0, !failure.empty(), failure);
       if (renewer_gone) return;
     }
-    if (steady::now() >= outbox_.next_due()) {
-      for (const auto& name : outbox_.flush(db_, lane::watchdog, steady::now())) queues_.wake(name);
+    if (const auto now = steady::now(); now >= outbox_.next_due()) {
+      // Bounded by the next renewal (at least 100 ms): a re-send into a connection a partition left
+      // silent would otherwise hold this lane up to io_timeout (10 s), and the leases still held,
+      // whose renewals wait behind it, were lost after the network was back. Unanswered by then,
+      // the release is kept and sent again after the renewals.
+      const auto until = std::max(book_.next_renewal(), now + std::chrono::milliseconds(100));
+      for (const auto& name : outbox_.flush(db_, lane::watchdog, now, std::nullopt, until)) queues_.wake(name);
     }
   }
 }

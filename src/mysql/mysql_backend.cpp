@@ -420,6 +420,14 @@ class mysql_backend final : public backend {
     const server_traits& t = c->traits();
     require_supported(t);
     require_durable(t, options_.allow_unsafe_durability);
+    if (t.read_only && !options_.read_only) {
+      // A replica: an account with READ ONLY ADMIN could take a lock here that the primary's
+      // clients never see. Reading (status) is fine: open the client read_only for that.
+      throw database_error(
+          "mysql: the server runs with read_only = ON (a replica?): a lock taken there is not seen by clients of "
+          "the primary; connect to the primary, or open the client read_only (status, inspect)",
+          std::string(backend_name), "", "server_settings");
+    }
     if (t.wsrep_on) {
       // Galera: reads wait for the writes the cluster committed before them; GET_LOCK wake-ups
       // cannot cross nodes, so the waker reads rows instead and no wake-up lock is taken.

@@ -603,6 +603,7 @@ const server_traits& connection::traits() {
       if (name == "log_bin") t.log_bin = value == "ON" || value == "1";
       if (name == "wsrep_on") t.wsrep_on = value == "ON" || value == "1";
       if (name == "wsrep_provider_options") t.galera_split_brain_option = split_brain_option(value);
+      if (name == "read_only") t.read_only = value == "ON" || value == "1";
     }
     if (t.wsrep_on) {
       long size = 0;

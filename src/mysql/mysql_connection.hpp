@@ -61,6 +61,9 @@ struct server_traits {
   /// Galera only: the provider option that lets a partitioned minority go on writing
   /// ("pc.ignore_sb" or "pc.ignore_quorum" set to true), "" when neither is.
   std::string galera_split_brain_option;
+  /// read_only = ON (a replica, by convention): accounts with READ ONLY ADMIN may still write there,
+  /// but a lock taken there is not seen by the primary's clients.
+  bool read_only = false;
 };
 
 /// Throws database_error naming the setting when `t` says commits may be lost in a crash (so an
@@ -183,7 +186,8 @@ class connection {
   /// When this connection was last used (for the idle pool's health check).
   std::chrono::steady_clock::time_point last_used() const noexcept { return last_used_; }
 
-  /// The session's innodb_lock_wait_timeout set by sqllock (0: the server default).
+  /// The session's innodb_lock_wait_timeout set by sqllock (0: the server default; -1: unknown,
+  /// the application's statements ran on it).
   int lock_timeout_s = 0;
 
  private:

@@ -3,7 +3,10 @@
 #include <cppconn/exception.h>
 
 #include <algorithm>
-#include <set>
+#include <cctype>
+#include <string_view>
+#include <map>
+#include <variant>
 
 #include "mysql/mysql_connection.hpp"
 #include "sqllock/error.hpp"
@@ -12,11 +15,20 @@
 namespace sqllock::detail::mysql {
 namespace {
 
+/// A usable index for lock_rows: its name (forced by the statement), whether the key column
+/// holds text, and the table's engine.
+struct usable_index {
+  std::string name;
+  bool text_column = false;
+  std::string engine;
+};
+
 /// Positive answers of the InnoDB-trap check, per schema/table/column, for the whole process.
-/// (A negative answer is asked again: the application may add the index.)
+/// (A negative answer is asked again: the application may add the index. A forced index that is
+/// gone, renamed or on another server, is asked again too.)
 struct index_cache {
   std::mutex mutex;
-  std::set<std::string> usable;
+  std::map<std::string, usable_index> usable;
 };
 index_cache& indexes() {
   static index_cache cache;
@@ -27,6 +39,18 @@ int whole_seconds_up(std::chrono::milliseconds ms) {
   if (ms.count() <= 0) return 0;
   const auto s = (ms.count() + 999) / 1000;
   return s > 31536000 ? 31536000 : static_cast<int>(s);
+}
+
+/// A name read from the server's catalog (an index name may hold any character), quoted.
+std::string quote_catalog_name(const std::string& name) {
+  std::string out = "`";
+  for (char c : name) out += c == '`' ? std::string("``") : std::string(1, c);
+  return out + "`";
+}
+
+bool equals_ignore_case(std::string_view a, std::string_view b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](char x, char y) { return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y)); });
 }
 
 /// Split "schema.table" into its parts (validated identifiers; no quotes inside).
@@ -82,6 +106,7 @@ class mysql_session final : public session {
 
   std::int64_t execute(std::string_view sql, const std::vector<value>& params) override {
     require_active("execute");
+    user_statements_ = true;
     try {
       return conn_->execute(sql, params, "execute");
     } catch (const error& e) {
@@ -92,6 +117,7 @@ class mysql_session final : public session {
 
   result_rows query(std::string_view sql, const std::vector<value>& params) override {
     require_active("query");
+    user_statements_ = true;
     try {
       return conn_->query(sql, params, "query");
     } catch (const error& e) {
@@ -225,21 +251,25 @@ class mysql_session final : public session {
     }
     if (columns.empty()) columns = key;
     try {
-      check_index(request.table, request.key_column);
+      usable_index index = check_index(request.table, request.key_column, false, request.keys);
       if (request.keys.empty()) return row_lock_result{row_lock_result::status::acquired, {}};
 
-      std::string sql = "SELECT " + columns + " FROM " + table + " WHERE " + key + " IN (";
-      for (std::size_t i = 0; i < request.keys.size(); ++i) sql += i ? ", ?" : "?";
+      // The index is forced: left to itself the optimizer may scan the whole table (many keys, a
+      // small table), and InnoDB would lock every row it scanned.
+      std::string prefix = "SELECT " + columns + " FROM " + table + " FORCE INDEX (";
+      std::string tail = ") WHERE " + key + " IN (";
+      for (std::size_t i = 0; i < request.keys.size(); ++i) tail += i ? ", ?" : "?";
       // MySQL has no FOR NO KEY UPDATE: both strengths are FOR UPDATE.
-      sql += ") ORDER BY " + key + " FOR UPDATE";
+      tail += ") ORDER BY " + key + " FOR UPDATE";
+      std::string before;  // the statement's bound, on MariaDB
       int restore_timeout = -1;
       bool statement_bound = false;  // max_statement_time ends the statement (1969, query_canceled)
       switch (request.mode) {
         case lock_wait::nowait:
-          sql += " NOWAIT";
+          tail += " NOWAIT";
           break;
         case lock_wait::skip_locked:
-          sql += " SKIP LOCKED";
+          tail += " SKIP LOCKED";
           break;
         case lock_wait::wait:
           if (request.timeout) {
@@ -248,11 +278,11 @@ class mysql_session final : public session {
               // WAIT n bounds each row's lock wait on its own (rows locked by transactions that
               // end one after the other would each get the whole bound); max_statement_time bounds
               // the statement as a whole. Whichever ends it, the rows were not available in time.
-              sql = "SET STATEMENT max_statement_time = " + std::to_string(s) + " FOR " + sql + " WAIT " +
-                    std::to_string(s);
+              before = "SET STATEMENT max_statement_time = " + std::to_string(s) + " FOR ";
+              tail += " WAIT " + std::to_string(s);
               statement_bound = true;
             } else if (s == 0) {
-              sql += " NOWAIT";
+              tail += " NOWAIT";
             } else {
               // MySQL 8 has no WAIT n: bound this statement through the session variable.
               restore_timeout = conn_->lock_timeout_s;
@@ -264,7 +294,16 @@ class mysql_session final : public session {
       row_lock_result result;
       try {
         try {
-          result.rows = conn_->query(sql, request.keys, "lock_rows");
+          auto statement = [&] {
+            return before + prefix + quote_catalog_name(index.name) + tail;
+          };
+          try {
+            result.rows = conn_->query(statement(), request.keys, "lock_rows");
+          } catch (const database_error& e) {
+            if (e.code() != "1176") throw;  // ER_KEY_DOES_NOT_EXITS: the cached index is gone
+            index = check_index(request.table, request.key_column, true, request.keys);
+            result.rows = conn_->query(statement(), request.keys, "lock_rows");
+          }
         } catch (const query_canceled& e) {
           // Only the statement's bound running out (1969, ER_STATEMENT_TIMEOUT) means the rows were
           // not available in time; a KILL QUERY (1317) is a cancellation and stays one.
@@ -364,39 +403,70 @@ class mysql_session final : public session {
     if (adopted_) {
       conn_.reset();  // borrowed: nothing is closed
     } else if (pool_) {
+      // The application's statements may have set the session's wait bound (MySQL has no SET
+      // LOCAL): unknown, so the next transaction on this connection sets its own.
+      if (user_statements_) conn_->lock_timeout_s = -1;
       pool_->give_back(std::move(conn_));
     } else {
       conn_.reset();
     }
   }
 
-  void check_index(const std::string& table_id, const std::string& column) {
+  /// The index lock_rows forces, from the cache unless `fresh`; refuses (invalid_argument) a
+  /// column without one, and number keys on a text column.
+  usable_index check_index(const std::string& table_id, const std::string& column, bool fresh,
+                           const std::vector<value>& keys) {
+    usable_index index = find_index(table_id, column, fresh);
+    if (!equals_ignore_case(index.engine, "InnoDB")) {
+      throw invalid_argument("lock_rows: table " + table_id + " uses the " + index.engine +
+                             " engine, which keeps no row lock past the statement (only InnoDB does); "
+                             "no lock was taken");
+    }
+    if (index.text_column) {
+      for (const auto& k : keys) {
+        if (std::holds_alternative<std::int64_t>(k) || std::holds_alternative<double>(k)) {
+          throw invalid_argument("lock_rows: column " + column + " of table " + table_id +
+                                 " holds text and a key is a number: compared as numbers, no index "
+                                 "serves the lookup and InnoDB would lock every row; give the keys as text. "
+                                 "No lock was taken");
+        }
+      }
+    }
+    return index;
+  }
+
+  usable_index find_index(const std::string& table_id, const std::string& column, bool fresh) {
     auto [schema, table] = split_table(table_id);
     if (schema.empty()) schema = conn_->traits().database;
     if (schema.empty()) {
       throw invalid_argument("lock_rows: no database selected; name the table as schema.table");
     }
     const std::string cache_key = schema + '.' + table + '.' + column;
-    {
+    if (!fresh) {
       std::lock_guard lock(indexes().mutex);
-      if (indexes().usable.count(cache_key)) return;
+      if (auto it = indexes().usable.find(cache_key); it != indexes().usable.end()) return it->second;
     }
     result_rows rows =
         conn_->query(statement_text("index_check", "sqllock_locks"), {schema, table, column}, "index_check");
-    const bool usable = !rows.empty() && rows[0][0] && *rows[0][0] != "0";
+    const bool usable = !rows.empty() && rows[0][0];
     if (!usable) {
+      std::lock_guard lock(indexes().mutex);
+      indexes().usable.erase(cache_key);
       throw invalid_argument("lock_rows: column " + column + " of table " + table_id +
                              " is not the first column of a unique or primary index; InnoDB would "
                              "lock every scanned row (and block inserts), so no lock was taken");
     }
+    usable_index index{*rows[0][0], rows[0][1] && *rows[0][1] != "0", rows[0][2].value_or("")};
     std::lock_guard lock(indexes().mutex);
-    indexes().usable.insert(cache_key);
+    indexes().usable[cache_key] = index;
+    return index;
   }
 
   std::shared_ptr<connection_pool> pool_;
   std::unique_ptr<connection> conn_;
   client_options log_options_;
   bool adopted_ = false;
+  bool user_statements_ = false;  ///< execute() or query() ran the application's SQL
   state state_ = state::active;
   std::string abort_reason_;
 };

@@ -472,8 +472,11 @@ class postgresql_backend final : public backend {
     if (options_.read_only) throw invalid_argument("postgresql: transactions need a client that is not read-only");
     std::string sql = "BEGIN";
     if (options.lock_timeout) {
-      const auto ms = std::max<std::int64_t>(1, options.lock_timeout->count());
-      sql += "; SET LOCAL lock_timeout = '" + std::to_string(ms) + "ms'";
+      sql += "; SET LOCAL lock_timeout = '" + timeout_text(*options.lock_timeout) + "'";
+    } else {
+      // The server's default, not a session SET an earlier transaction ran on this pooled
+      // connection (DEFAULT ignores the session's SETs); same round trip.
+      sql += "; SET LOCAL lock_timeout = DEFAULT";
     }
     for (int attempt = 0;; ++attempt) {
       auto [conn, pooled] = pool_->take();

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -69,16 +70,25 @@ std::string one_line(const char* text) {
 
 }  // namespace
 
+// TCP keepalives on the server's side of every connection of sqllock: a client machine that dies or is cut off while a transaction of sqllock holds row
+// locks (a guarded transaction's lease row, lock_rows) is noticed by the server after about 30 s
+// (15 s idle, then 3 probes 5 s apart) instead of the kernel's default of over two hours, so that
+// transaction is rolled back and the next holder can take over. A live client's kernel answers
+// the probes whatever the process does.
+constexpr std::string_view keepalive_options = "-c tcp_keepalives_idle=15 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3";
+
 conn_ptr connect(const conn_target& target, const client_options* log, std::chrono::milliseconds timeout) {
   // Options before "dbname" are defaults: the URL's own settings override them. The connection
   // is made without blocking so that `timeout` bounds it (libpq's connect_timeout does not apply
   // to PQconnectPoll; a URL's own connect_timeout is honoured through conn_target).
-  const bool pin = target.pin_read_committed && !target.startup_options_refused->load();
-  const char* keys[] = {"fallback_application_name", "client_encoding", pin ? "options" : "dbname",
-                        pin ? "dbname" : nullptr, nullptr};
-  const char* values[] = {"sqllock", "UTF8",
-                          pin ? "-c default_transaction_isolation=read\\ committed" : target.url.c_str(),
-                          pin ? target.url.c_str() : nullptr, nullptr};
+  const bool send_options = !target.startup_options_refused->load();
+  const std::string startup_options =
+      (target.pin_read_committed ? "-c default_transaction_isolation=read\\ committed " : "") +
+      std::string(keepalive_options);
+  const char* keys[] = {"fallback_application_name", "client_encoding", send_options ? "options" : "dbname",
+                        send_options ? "dbname" : nullptr, nullptr};
+  const char* values[] = {"sqllock", "UTF8", send_options ? startup_options.c_str() : target.url.c_str(),
+                          send_options ? target.url.c_str() : nullptr, nullptr};
   conn_ptr conn(PQconnectStartParams(keys, values, 1));
   if (!conn)
     throw connection_lost("postgresql: out of memory connecting", std::string(backend_name), "08006", "connect");
@@ -101,13 +111,13 @@ conn_ptr connect(const conn_target& target, const client_options* log, std::chro
   if (PQstatus(conn.get()) != CONNECTION_OK) {
     std::string reason = one_line(PQerrorMessage(conn.get()));
     scrub_secrets(reason, target.source);
-    if (pin && reason.find("unsupported startup parameter") != std::string::npos) {
+    if (send_options && reason.find("unsupported startup parameter") != std::string::npos) {
       // A pooler that tracks only a few startup parameters (PgBouncer): go without ours.
       target.startup_options_refused->store(true);
       if (log)
         log_message(*log, log_level::info,
-                    "postgresql: the server refused startup options (a pooler?); "
-                    "lease statements retry serialization failures instead");
+                    "postgresql: the server refused startup options (a pooler?); connecting without them (lease "
+                    "statements retry serialization failures; the pooler's own keepalives apply)");
       return connect(
           target, log,
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()));

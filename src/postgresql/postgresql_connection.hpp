@@ -45,7 +45,8 @@ struct conn_target {
   /// Bound on making a connection: the URL's connect_timeout (seconds), else 10 s.
   std::chrono::milliseconds connect_timeout{10000};
   /// Ask for READ COMMITTED in the startup packet (`options=-c default_transaction_isolation=...`),
-  /// whatever the server's default: the lease statements are written for it. A URL's own `options`
+  /// whatever the server's default: the lease statements are written for it. Every connection also
+  /// asks for server-side TCP keepalives (see postgresql_connection.cpp). A URL's own `options`
   /// win. A pooler that refuses startup options (PgBouncer) gets none, once and for all; the lease
   /// statements then retry a serialization failure, which in their one-statement transactions
   /// means nothing was applied.
@@ -106,6 +107,10 @@ std::optional<std::string> to_text(const value& v);
 
 /// A PostgreSQL array literal ({"a","b",NULL}) of text elements.
 std::string array_literal(const std::vector<std::optional<std::string>>& elements);
+
+/// A wait bound as a lock_timeout / statement_timeout value: at least 1 ms (0 would mean no bound),
+/// and "0" (no bound) past what the setting can hold (2^31-1 ms, about 24.8 days).
+std::string timeout_text(std::chrono::milliseconds t);
 
 /// Rewrite `?` placeholders to $1..$n outside quotes, quoted identifiers, comments and
 /// dollar-quoted strings. Returns the rewritten text and the number of placeholders.

@@ -1,6 +1,8 @@
 // PostgreSQL transactions: statements with `?` parameters, CAS and row locks, owned or adopted.
 #include <charconv>
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 
@@ -33,6 +35,13 @@ std::pair<std::string, std::size_t> rewrite_placeholders(std::string_view sql) {
   return {std::move(out), count};
 }
 
+std::string timeout_text(std::chrono::milliseconds t) {
+  // lock_timeout = 0 means "wait forever" in PostgreSQL; the smallest real bound is 1 ms. A bound
+  // the setting cannot hold is no bound (a longer wait than 24.8 days), never an error.
+  if (t.count() > std::numeric_limits<std::int32_t>::max()) return "0";
+  return std::to_string(t.count() < 1 ? 1 : t.count()) + "ms";
+}
+
 namespace {
 
 std::string quote(std::string_view id) { return quote_identifier(id, dialect::postgresql); }
@@ -42,11 +51,6 @@ std::int64_t affected_rows(const PGresult* r) {
   std::int64_t v = 0;
   if (s && *s) std::from_chars(s, s + std::char_traits<char>::length(s), v);
   return v;
-}
-
-std::string timeout_text(std::chrono::milliseconds t) {
-  // lock_timeout = 0 means "wait forever" in PostgreSQL; the smallest real bound is 1 ms.
-  return std::to_string(t.count() < 1 ? 1 : t.count()) + "ms";
 }
 
 class pg_session final : public session {

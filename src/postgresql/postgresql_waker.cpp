@@ -163,8 +163,10 @@ bool waker::watch(const std::string& name, const std::string& channel,
       if (conn_ && !idle_connection_alive(conn_.get())) drain_notifies_locked(pending_);
       const auto now_left = std::min(std::chrono::milliseconds(2000), time_until(until));
       if (now_left.count() <= 0) {
-        // No time for I/O: a fresh connection of the thread listens on every channel, this one too.
-        drop_connection_locked();
+        // No time for I/O: the channel stays queued for the thread (poked below), which listens on
+        // it, or for a fresh connection, which listens on every channel. The connection is kept:
+        // dropping it cost a server connection per short wait, and the client's other waiters went
+        // unheard until the thread had connected again.
       } else if (!conn_ || PQstatus(conn_.get()) != CONNECTION_OK) {
         drop_connection_locked();
         try {
@@ -185,7 +187,8 @@ bool waker::watch(const std::string& name, const std::string& channel,
       }
       drain_notifies_locked(pending_);
     }
-    listening = conn_ && PQstatus(conn_.get()) == CONNECTION_OK;
+    // Listening: not while this channel is still queued (the waiter polls until its next watch).
+    listening = conn_ && PQstatus(conn_.get()) == CONNECTION_OK && to_listen_.count(channel) == 0;
     start_thread_locked();
   } catch (...) {
     // Out of memory or thread creation failure: waiting still polls.

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "core/sql_lexer.hpp"
 #include "sqllock/error.hpp"
 
 namespace sqllock {
@@ -149,22 +150,17 @@ void as_migration_failure(const migration_file& f, const std::string& suffix, Fn
   }
 }
 
-// The first two words of a statement, upper-cased, after leading comments.
-std::pair<std::string, std::string> leading_words(std::string_view s) {
+// The first two words of a statement, upper-cased, after leading comments (the dialect's own:
+// PostgreSQL nests block comments).
+std::pair<std::string, std::string> leading_words(std::string_view s, dialect d) {
   std::size_t i = 0;
   std::string words[2];
   for (auto& w : words) {
     for (;;) {
       while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-      if (s.compare(i, 2, "--") == 0 || (i < s.size() && s[i] == '#')) {
-        i = s.find('\n', i);
-        if (i == std::string_view::npos) i = s.size();
-      } else if (s.compare(i, 2, "/*") == 0) {
-        i = s.find("*/", i + 2);
-        i = i == std::string_view::npos ? s.size() : i + 2;
-      } else {
-        break;
-      }
+      const auto span = detail::sql_span_at(s, i, d);
+      if (span.kind != detail::sql_span_kind::line_comment && span.kind != detail::sql_span_kind::block_comment) break;
+      i += span.length;
     }
     while (i < s.size() && (std::isalnum(static_cast<unsigned char>(s[i])) || s[i] == '_')) {
       w += static_cast<char>(std::toupper(static_cast<unsigned char>(s[i])));
@@ -196,7 +192,7 @@ std::vector<std::string> statements_of(const migration_file& f, dialect d) {
   if (transactional_ddl(d)) {
     // The runner wraps each file in one transaction; a COMMIT inside would break "all or nothing".
     for (const auto& s : statements) {
-      const auto [first, second] = leading_words(s);
+      const auto [first, second] = leading_words(s, d);
       if (first == "BEGIN" || first == "START" || first == "COMMIT" || first == "END" || first == "ABORT" ||
           (first == "ROLLBACK" && second != "TO")) {
         throw invalid_argument("migration " + f.name + ": remove the transaction statement '" + first +
@@ -221,6 +217,10 @@ migration_record apply_transactional(client& c, dialect d, const std::string& t,
   migration_record rec{f.version, f.name, f.checksum, "applied", 0, lease.holder_id(), "", ""};
   as_migration_failure(f, "; nothing of it was applied (rolled back)", [&] {
     auto tx = c.begin();
+    // Before anything runs, the lease is checked on the database and its row locked until the
+    // commit (SQLite: the write lock), so that no other migrator can take it over meanwhile: the
+    // lease may have been lost since the runner decided to start (lease_lost: run again).
+    tx.require_lease(lease);
     // The history row first: its primary key also stops any second writer of this version.
     tx.execute(
         "INSERT INTO " + t + " (version, name, checksum, status, duration_ms, applied_by) VALUES (?, ?, ?, ?, 0, ?)",
@@ -230,10 +230,10 @@ migration_record apply_transactional(client& c, dialect d, const std::string& t,
     rec.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - start).count();
     tx.execute("UPDATE " + t + " SET duration_ms = ? WHERE version = ?", {rec.duration_ms, f.version});
     if (o.before_commit) o.before_commit(f.version);
-    // PostgreSQL: a lost lease means another migrator may be running; the history row's primary
-    // key would stop it from applying this version twice, but stop here anyway. SQLite: our
-    // transaction holds the database's write lock, which no other migrator can pass (and which
-    // keeps the watchdog from renewing), so a lease that expired meanwhile is still exclusive.
+    // PostgreSQL: the lease's row lock does not stop its expiry; past the loss point another
+    // migrator may be about to take it over: stop here. SQLite: our transaction holds the
+    // database's write lock, which no other migrator can pass (and which keeps the watchdog from
+    // renewing), so a lease that was held when it began and expired meanwhile is still exclusive.
     if (d == dialect::postgresql) check_lease(lease, f);
     tx.commit();
   });
@@ -245,8 +245,11 @@ migration_record apply_recorded(client& c, dialect d, const std::string& t, cons
   const auto statements = statements_of(f, d);
   migration_record rec{f.version, f.name, f.checksum, "applied", 0, lease.holder_id(), "", ""};
   {
-    // Committed before any DDL runs, so a crash leaves a visible "running" row.
+    // Committed before any DDL runs, so a crash leaves a visible "running" row; and only while the
+    // lease is held (checked on the database, its row locked until this commit), which may have
+    // been lost since the runner decided to start (lease_lost: run again).
     auto tx = c.begin();
+    tx.require_lease(lease);
     tx.execute(
         "INSERT INTO " + t + " (version, name, checksum, status, duration_ms, applied_by) VALUES (?, ?, ?, ?, 0, ?)",
         {f.version, f.name, f.checksum, std::string("running"), rec.applied_by});
@@ -424,7 +427,9 @@ migrate_report migrate_directory(client& c, const std::filesystem::path& dir, co
     bool progress = false;
     for (const auto* f : pending) {
       if (o.max_migrations > 0 && static_cast<int>(report.applied.size()) >= o.max_migrations) break;
-      if (lease.lost()) {
+      // usable(), not lost(): lost() waits for the client's deadline thread, which may run late;
+      // past the lease's loss point another migrator may hold the lease now (check_lease).
+      if (!lease.usable()) {
         lost = true;
         break;
       }

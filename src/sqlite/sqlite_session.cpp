@@ -1,4 +1,6 @@
 // SQLite transactions: BEGIN IMMEDIATE (sent lazily), statements, CAS and whole-database "row locks".
+#include <exception>
+
 #include "sqlite/sqlite_connection.hpp"
 #include "sqllock/sqlite.hpp"
 
@@ -30,9 +32,17 @@ class sqlite_session final : public session {
     if (!borrowed_ && begun_) {
       int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) {
+        // The error from the connection as COMMIT left it: the rollback changes its message, and
+        // hand_back closes it.
+        std::exception_ptr refused;
+        try {
+          throw_error(db_, rc, "commit");
+        } catch (...) {
+          refused = std::current_exception();
+        }
         sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
         hand_back(false);
-        throw_error(db_, rc, "commit");
+        std::rethrow_exception(refused);
       }
     }
     hand_back(true);

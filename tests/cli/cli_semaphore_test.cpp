@@ -53,9 +53,6 @@ TEST_F(cli_semaphore, two_permits_run_side_by_side_and_a_third_is_refused) {
   EXPECT_EQ(third.exit_code, 75) << third.err;
   EXPECT_NE(third.err.find("semaphore 'jobs'"), std::string::npos) << third.err;
   EXPECT_FALSE(file_exists(path("c"))) << "a third CMD ran with two permits held";
-  // A plain lock of the same name is unrelated to the semaphore.
-  const auto plain = run_process({cli_path(), "run", "--url", url_, "--name", "jobs", "--", "/bin/true"});
-  EXPECT_EQ(plain.exit_code, 0) << plain.err;
 
   std::ofstream(path("go")) << "go";
   EXPECT_EQ(a.wait().exit_code, 0);
@@ -67,6 +64,43 @@ TEST_F(cli_semaphore, two_permits_run_side_by_side_and_a_third_is_refused) {
   long long fence_d = 0;
   std::istringstream(read_file(path("d"))) >> permit_d >> fence_d;
   EXPECT_GT(fence_d, permit_d == permit_a ? fence_a : fence_b);
+}
+
+// A semaphore and a plain lock or a reader-writer lease of one name are different rows: a run in one
+// mode refuses to start (64) beside a live holder in another, as plain and --shared/--exclusive
+// runs do, instead of both running.
+TEST_F(cli_semaphore, permit_runs_and_plain_or_read_write_runs_of_one_name_refuse_each_other) {
+  background_process permit(run_args("mix", "2", {}, hold_until_go("p")), {});
+  ASSERT_TRUE(wait_for_file(path("p")));
+  for (const std::vector<std::string> mode : {std::vector<std::string>{}, {"--shared"}, {"--exclusive"}}) {
+    auto args = with_binary(sqlite_fixture::run_args("mix", mode, "echo ran > " + path("x")));
+    const auto r = run_process(args);
+    EXPECT_EQ(r.exit_code, 64) << (mode.empty() ? "plain" : mode[0]) << ": " << r.err;
+    EXPECT_NE(r.err.find("as a semaphore"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(file_exists(path("x"))) << "a plain or read-write CMD ran beside a permit run";
+  std::ofstream(path("go")) << "go";
+  EXPECT_EQ(permit.wait().exit_code, 0);
+  std::filesystem::remove(path("go"));
+
+  const auto hold_until_go2 = [&](const std::string& out) {
+    return "echo ok > " + path(out) + "; while [ ! -f " + path("go2") + " ]; do sleep 0.02; done";
+  };
+  for (const std::vector<std::string> mode : {std::vector<std::string>{}, {"--shared"}, {"--exclusive"}}) {
+    const std::string shown = mode.empty() ? "plain" : mode[0];
+    const std::string held = "held-" + std::to_string(shown.size());
+    background_process other(with_binary(sqlite_fixture::run_args("mix", mode, hold_until_go2(held))), {});
+    ASSERT_TRUE(wait_for_file(path(held))) << shown;
+    const auto r = run_process(run_args("mix", "2", {"--wait", "1s"}, "echo ran > " + path("y")));
+    EXPECT_EQ(r.exit_code, 64) << shown << ": " << r.err;
+    EXPECT_NE(r.err.find(mode.empty() ? "as a plain lock" : "as a reader-writer lease"), std::string::npos) << r.err;
+    std::ofstream(path("go2")) << "go";
+    EXPECT_EQ(other.wait().exit_code, 0) << shown;
+    std::filesystem::remove(path("go2"));
+  }
+  EXPECT_FALSE(file_exists(path("y"))) << "a permit CMD ran beside a plain or read-write run";
+  // Once nobody holds it in another mode, a permit run runs.
+  EXPECT_EQ(run_process(run_args("mix", "2", {}, "true")).exit_code, 0);
 }
 
 TEST_F(cli_semaphore, waiting_for_a_permit_gets_it_when_one_is_freed) {

@@ -62,6 +62,34 @@ TEST(RowLock, AWaitBoundGivesNotAvailableAfterAboutThatLong) {
   holder.rollback();
 }
 
+// A wait bound too large for the server's setting (PostgreSQL's lock_timeout and statement_timeout
+// stop at 2^31-1 ms, about 24.8 days) means waiting without bound, never an error at once.
+TEST(RowLock, AWaitBoundTooLargeForTheServerWaitsWithoutBound) {
+  auto c = make_client();
+  user_table t(c, {{1, 10}});
+  auto holder = c.begin();
+  ASSERT_TRUE(holder.lock_rows(lock_of(t, {std::int64_t{1}})).acquired());
+  auto other = c.begin();
+  std::thread ender([&] {
+    std::this_thread::sleep_for(300ms);
+    holder.rollback();
+  });
+  auto req = lock_of(t, {std::int64_t{1}});
+  req.timeout = std::chrono::milliseconds::max();
+  sqllock::row_lock_result r;
+  EXPECT_NO_THROW(r = other.lock_rows(req));
+  ender.join();
+  EXPECT_TRUE(r.acquired());
+  other.rollback();
+  // The same for a transaction's lock_timeout.
+  sqllock::transaction_options days;
+  days.lock_timeout = std::chrono::hours(24 * 30);
+  EXPECT_NO_THROW({
+    auto tx = c.begin(days);
+    EXPECT_TRUE(tx.lock_rows(lock_of(t, {std::int64_t{1}})).acquired());
+  });
+}
+
 TEST(RowLock, AWaitBoundCoversTheWholeStatementNotEachRowInTurn) {
   // Three rows, each locked by another transaction that ends 0.7 s after the one before it: a
   // statement bounded to 1 s that waited up to its bound for each row in turn would come back after

@@ -80,6 +80,33 @@ TEST(Semaphore, EachAcquireTakesAnotherPermitUpToTheCount) {
   EXPECT_EQ(again->permit(), freed);
 }
 
+// inspect_semaphore() reports a live permit holder under the semaphore's name (the lease that ends
+// last), and nothing for a plain lock or a reader-writer lease of the same name.
+TEST(Semaphore, InspectSemaphoreReportsAPermitHolderUnderTheSemaphoresName) {
+  auto a = make_client();
+  auto b = make_client();
+  const auto name = unique_name("sem_inspect");
+  EXPECT_FALSE(b.inspect_semaphore(name));
+  auto plain = a.try_acquire(name, {.ttl = 60s});
+  ASSERT_TRUE(plain);
+  auto write = a.try_acquire_write(name, {.ttl = 60s});
+  ASSERT_TRUE(write);
+  EXPECT_FALSE(b.inspect_semaphore(name)) << "a plain lock or a reader-writer lease counted as a permit";
+  auto first = a.try_acquire_permit(name, 2, {.ttl = 10s});
+  ASSERT_TRUE(first);
+  auto last = a.try_acquire_permit(name, 2, {.ttl = 30s});
+  ASSERT_TRUE(last);
+  auto info = b.inspect_semaphore(name);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->name, name);
+  EXPECT_EQ(info->fencing_token, last->fencing_token());
+  EXPECT_GT(info->time_left, 20s) << "not the permit whose lease ends last";
+  last->release();
+  first->release();
+  EXPECT_FALSE(b.inspect_semaphore(name));
+  EXPECT_THROW((void)b.inspect_semaphore(""), sqllock::invalid_argument);
+}
+
 // A waiting acquire gets a permit as soon as a holder of the same client releases one.
 TEST(Semaphore, AWaiterGetsTheReleasedPermit) {
   auto a = make_client();

@@ -475,3 +475,63 @@ int main(int argc, char** argv) {
   if (int rc = sqllock_testing::prepare_database(node_url(1), "galera_tests")) return rc;
   return RUN_ALL_TESTS();
 }
+
+namespace {
+
+// Row locks (lock_rows, SELECT ... FOR UPDATE) are node-local on Galera: a transaction on another
+// node locks the same row at once. What stays across nodes is certification: of two transactions
+// that both wrote the row, the one certified second fails at its write or its commit with
+// deadlock_detected (1213, retryable), and its write is not applied. Two that only lock the row and
+// write other rows both commit: a locked row is no mutex across nodes (docs/mysql.md).
+TEST_F(galera, RowLocksAreNodeLocalAndTheLaterWriterOfTheRowIsRolledBack) {
+  const std::string table = sqllock_testing::unique_name("grow");
+  auto a = admin(1);
+  {
+    auto tx = a.begin();
+    tx.execute("CREATE TABLE " + table + " (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=InnoDB");
+    tx.commit();
+  }
+  {
+    auto tx = a.begin();
+    tx.execute("INSERT INTO " + table + " VALUES (1, 10), (2, 0), (3, 0)");
+    tx.commit();
+  }
+  auto c1 = sqllock::connect(node_url(1));
+  auto c2 = sqllock::connect(node_url(2));
+  sqllock::row_lock_request req{.table = table, .key_column = "id", .keys = {std::int64_t{1}}};
+  req.mode = sqllock::lock_wait::nowait;
+  auto tx1 = c1.begin();
+  // wsrep_sync_wait: node 2 has applied the insert before its transaction reads.
+  auto tx2 = c2.begin();
+  tx2.execute("SET SESSION wsrep_sync_wait = 1");
+  ASSERT_TRUE(tx1.lock_rows(req).acquired());
+  EXPECT_TRUE(tx2.lock_rows(req).acquired()) << "a row lock excluded a transaction on another node";
+  tx1.execute("UPDATE " + table + " SET qty = qty - 1 WHERE id = 1");
+  tx1.commit();
+  bool rolled_back = false;
+  try {
+    tx2.execute("UPDATE " + table + " SET qty = qty - 1 WHERE id = 1");
+    tx2.commit();
+  } catch (const sqllock::deadlock_detected&) {
+    rolled_back = true;
+  }
+  EXPECT_TRUE(rolled_back) << "both writers of the row committed";
+  // The row as a mutex for writes elsewhere: both lock it, each writes another row, both commit.
+  auto tx3 = c1.begin();
+  auto tx4 = c2.begin();
+  tx4.execute("SET SESSION wsrep_sync_wait = 1");
+  ASSERT_TRUE(tx3.lock_rows(req).acquired());
+  EXPECT_TRUE(tx4.lock_rows(req).acquired());
+  tx3.execute("UPDATE " + table + " SET qty = 1 WHERE id = 2");
+  tx4.execute("UPDATE " + table + " SET qty = 1 WHERE id = 3");
+  EXPECT_NO_THROW(tx3.commit());
+  EXPECT_NO_THROW(tx4.commit());
+  auto check = a.begin();
+  check.execute("SET SESSION wsrep_sync_wait = 1");
+  EXPECT_EQ(check.query("SELECT qty FROM " + table + " WHERE id = 1").at(0).as_int(0), 9);
+  EXPECT_EQ(check.query("SELECT SUM(qty) FROM " + table + " WHERE id IN (2, 3)").at(0).as_int(0), 2);
+  check.execute("DROP TABLE " + table);
+  check.commit();
+}
+
+}  // namespace

@@ -540,6 +540,132 @@ TEST(MysqlRowLock, ColumnsWithoutAUniqueLeadingIndexAreRefusedBeforeAnyLock) {
   EXPECT_TRUE(tx.lock_rows(req).acquired());
 }
 
+// A usable index is not enough: the optimizer may still scan the whole table (many keys against a
+// small table), and InnoDB then locks every row it scanned, also the ones nobody asked for.
+TEST(MysqlRowLock, ManyKeysOnAUniqueSecondaryIndexLockOnlyTheRowsAsked) {
+  auto c = make_client();
+  user_table t(50);
+  std::vector<std::int64_t> asked;
+  for (std::int64_t i = 1; i <= 30; ++i) asked.push_back(i);
+  auto tx = c.begin();
+  auto req = lock_request(t, asked);
+  req.key_column = "code";
+  ASSERT_TRUE(tx.lock_rows(req).acquired());
+  // Row 40 was not asked for: another transaction locks it at once.
+  auto other = c.begin();
+  auto free_row = lock_request(t, {40}, sqllock::lock_wait::nowait);
+  free_row.key_column = "code";
+  EXPECT_TRUE(other.lock_rows(free_row).acquired()) << "a row not asked for was locked";
+}
+
+// The index check's answer is kept for the process, and the statement forces the index it named:
+// an index renamed after a use is found again, and one dropped is refused again, before any lock.
+TEST(MysqlRowLock, AnIndexRenamedOrDroppedAfterAUseIsCheckedAgain) {
+  auto c = make_client();
+  user_table t(3);
+  auto admin = raw_connection(url());
+  auto request = [&](std::int64_t code, sqllock::lock_wait mode) {
+    auto r = lock_request(t, {code}, mode);
+    r.key_column = "code";
+    return r;
+  };
+  {
+    auto tx = c.begin();
+    ASSERT_TRUE(tx.lock_rows(request(1, sqllock::lock_wait::wait)).acquired());
+  }
+  run(*admin, "ALTER TABLE " + t.name() + " RENAME INDEX code TO code_renamed");
+  {
+    auto tx = c.begin();
+    ASSERT_TRUE(tx.lock_rows(request(1, sqllock::lock_wait::wait)).acquired());
+    auto other = c.begin();
+    EXPECT_TRUE(other.lock_rows(request(3, sqllock::lock_wait::nowait)).acquired());
+  }
+  run(*admin, "ALTER TABLE " + t.name() + " DROP INDEX code_renamed");
+  auto tx = c.begin();
+  EXPECT_THROW(tx.lock_rows(request(1, sqllock::lock_wait::wait)), sqllock::invalid_argument);
+  // Nothing was locked: another transaction locks another row at once.
+  auto other = c.begin();
+  EXPECT_TRUE(other.lock_rows(lock_request(t, {3}, sqllock::lock_wait::nowait)).acquired())
+      << "a row not asked for was locked";
+}
+
+// A requested key with no row: InnoDB (REPEATABLE READ) locks the gap where it would be, so inserts
+// of other keys into that gap wait for the transaction; PostgreSQL locks nothing for it. Pinned
+// here because docs/mysql.md says so.
+TEST(MysqlRowLock, AMissingKeyLocksTheGapWhereItWouldBe) {
+  auto c = make_client();
+  user_table t(3);
+  auto tx = c.begin();
+  auto r = tx.lock_rows(lock_request(t, {99}));
+  ASSERT_TRUE(r.acquired());
+  EXPECT_TRUE(r.rows.empty());
+  auto other = raw_connection(url(), false);
+  run(*other, "SET SESSION innodb_lock_wait_timeout = 1");
+  // An insert into the gap (3, +inf) waits for tx; one below the last row does not.
+  run(*other, "INSERT INTO " + t.name() + " (id, qty, version) VALUES (0, 1, 1)");
+  EXPECT_ANY_THROW(run(*other, "INSERT INTO " + t.name() + " (id, qty, version) VALUES (50, 1, 1)"));
+  other->rollback();
+  tx.rollback();
+}
+
+// Only InnoDB (and engines like it) keeps row locks until the transaction ends: on an Aria, MyISAM
+// or MEMORY table SELECT ... FOR UPDATE holds nothing once the statement is done, so "acquired"
+// would be a lie. Refused before any lock, like a missing index.
+TEST(MysqlRowLock, ATableWithoutRowLocksIsRefused) {
+  auto c = make_client();
+  const std::string name = unique_name("taria");
+  auto admin = raw_connection(url());
+  run(*admin, "CREATE TABLE " + name + " (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=Aria");
+  run(*admin, "INSERT INTO " + name + " VALUES (1, 1), (2, 2)");
+  sqllock::row_lock_request req;
+  req.table = name;
+  req.key_column = "id";
+  req.keys = {sqllock::value(std::int64_t{1})};
+  req.mode = sqllock::lock_wait::nowait;
+  auto tx = c.begin();
+  EXPECT_THROW(
+      {
+        auto first = tx.lock_rows(req);
+        ASSERT_TRUE(first.acquired());
+        // What "acquired" would mean: another transaction is kept from the row.
+        auto other = c.begin();
+        EXPECT_FALSE(other.lock_rows(req).acquired()) << "both transactions hold row 1";
+      },
+      sqllock::invalid_argument);
+  tx.rollback();
+  run(*admin, "DROP TABLE " + name);
+}
+
+// A number compared with a string column makes MariaDB compare as numbers: the index cannot be
+// used and every row of the table is locked. Refused before any lock, like a missing index.
+TEST(MysqlRowLock, NumericKeysOnAStringColumnAreRefusedBeforeAnyLock) {
+  auto c = make_client();
+  const std::string name = unique_name("tsku");
+  auto admin = raw_connection(url());
+  run(*admin, "CREATE TABLE " + name + " (sku VARCHAR(20) PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=InnoDB");
+  run(*admin, "INSERT INTO " + name + " VALUES ('1', 1), ('2', 2), ('3', 3)");
+  sqllock::row_lock_request req;
+  req.table = name;
+  req.key_column = "sku";
+  req.keys = {sqllock::value(std::int64_t{1})};
+  {
+    auto tx = c.begin();
+    EXPECT_THROW(tx.lock_rows(req), sqllock::invalid_argument);
+    // Nothing was locked: another transaction locks another row at once.
+    auto other = c.begin();
+    auto free_row = req;
+    free_row.keys = {sqllock::value(std::string("3"))};
+    free_row.mode = sqllock::lock_wait::nowait;
+    EXPECT_TRUE(other.lock_rows(free_row).acquired()) << "a row not asked for was locked";
+  }
+  // Keys given as text use the index.
+  auto tx = c.begin();
+  req.keys = {sqllock::value(std::string("1"))};
+  EXPECT_TRUE(tx.lock_rows(req).acquired());
+  tx.rollback();
+  run(*admin, "DROP TABLE " + name);
+}
+
 // ---- CAS ----------------------------------------------------------------------------------------
 
 TEST(MysqlCas, UnchangedValuesAreAppliedAndMatchedRowsAreCounted) {
@@ -1497,3 +1623,60 @@ TEST(MysqlErrors, GaleraSplitBrainOptionsAreReadFromTheProviderOptions) {
   EXPECT_EQ(split_brain_option("xpc.ignore_sb = true"), "");
   EXPECT_EQ(split_brain_option(""), "");
 }
+
+namespace {
+
+// A MariaDB/MySQL replica runs with read_only = ON, which an account with READ ONLY ADMIN (SUPER, ALL
+// PRIVILEGES) may still write through: a lock taken there is invisible to the primary's clients,
+// and two holders could each believe they hold the name. sqllock refuses such a server for locks
+// (database_error naming the setting), whatever the account; a read-only client still reads there.
+TEST(MysqlReplica, AReadOnlyServerIsRefusedForLocksEvenToAnAccountThatMayWriteThere) {
+  const std::string admin_url = env("SQLLOCK_TEST_MYSQL_ADMIN_URL");
+  ASSERT_FALSE(admin_url.empty()) << "SQLLOCK_TEST_MYSQL_ADMIN_URL is not set";
+  auto admin = admin_connection();
+  run(*admin, "SET GLOBAL read_only = 1");
+  struct restore {
+    sql::Connection& c;
+    ~restore() {
+      try {
+        run(c, "SET GLOBAL read_only = 0");
+      } catch (...) {
+      }
+    }
+  } restore_after{*admin};
+  const auto name = unique_name("replica");
+  try {
+    auto c = sqllock::connect(admin_url);
+    auto g = c.try_acquire(name);
+    ADD_FAILURE() << "a lock was taken on a server with read_only = ON: "
+                  << (g ? "acquired" : "not acquired, but no refusal");
+  } catch (const sqllock::database_error& e) {
+    EXPECT_NE(std::string(e.what()).find("read_only"), std::string::npos) << e.what();
+  }
+  sqllock::client_options ro;
+  ro.read_only = true;
+  auto reader = sqllock::connect(admin_url, ro);
+  EXPECT_FALSE(reader.inspect(name).has_value());
+}
+
+}  // namespace
+
+namespace {
+
+// MySQL has no SET LOCAL: a transaction's statement that sets the session's row-lock wait bound
+// changes the pooled connection. The next transaction on it, which asked for no bound, must still
+// wait the server's default, not the earlier caller's bound.
+TEST(MysqlPool, ALockWaitBoundSetByAnEarlierTransactionIsNotInheritedByTheNext) {
+  auto c = make_client();
+  {
+    auto tx = c.begin();
+    tx.execute("SET SESSION innodb_lock_wait_timeout = 1");
+    tx.commit();
+  }
+  auto tx = c.begin();
+  const auto rows = tx.query("SELECT @@SESSION.innodb_lock_wait_timeout, @@GLOBAL.innodb_lock_wait_timeout");
+  EXPECT_EQ(rows.at(0).as_int(0), rows.at(0).as_int(1)) << "the next transaction inherited the earlier one's bound";
+  tx.commit();
+}
+
+}  // namespace

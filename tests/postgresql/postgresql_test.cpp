@@ -1434,6 +1434,32 @@ TEST(PostgreSQLPlaceholders, ChannelsAreStablePerTableAndName) {
 // waiter's deadline or 2 s), and a wait watching another name waited for it, past its own bound.
 // Not taken in time, the watch is left to the waker (the waiter polls meanwhile) and applied once
 // the network answers: the name's releases then wake it.
+// Whether `s`, watching `name`, is woken by another client's releases of it, tried every 50 ms for
+// up to `within` (a watch applied late is listened to by the waker's thread).
+bool woken_by_releases(seam& s, const std::string& name, milliseconds within) {
+  struct sink : sqllock::detail::wake_sink {
+    std::mutex mu;
+    std::vector<std::string> woken;
+    void wake(const std::string& n) noexcept override {
+      std::lock_guard lk(mu);
+      woken.push_back(n);
+    }
+    bool saw(const std::string& n) {
+      std::lock_guard lk(mu);
+      return std::find(woken.begin(), woken.end(), n) != woken.end();
+    }
+  } events;
+  s.b->set_wake_sink(&events);
+  auto other = make_seam(url());
+  const auto until = steady::now() + within;
+  while (!events.saw(name) && steady::now() < until) {
+    if (!other.acquire(name, "h", "o-woken", 10s).acquired || !other.release(name, "o-woken", 0)) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  s.b->set_wake_sink(nullptr);
+  return events.saw(name);
+}
+
 TEST_F(PostgreSQL, AWatchKeepsItsDeadlineWhileAnotherWatchListensThroughASlowNetwork) {
   const auto u = sqllock::parse_url(url());
   sqllock::test::fault_proxy proxy(u.host.empty() ? "127.0.0.1" : u.host, u.port);
@@ -1451,29 +1477,79 @@ TEST_F(PostgreSQL, AWatchKeepsItsDeadlineWhileAnotherWatchListensThroughASlowNet
   proxy.pass();
   // y counts as watched: a release of y by another client wakes this client, once the waker has
   // listened again (its connection, given up in the hold, is replaced).
-  struct sink : sqllock::detail::wake_sink {
-    std::mutex mu;
-    std::vector<std::string> woken;
-    void wake(const std::string& name) noexcept override {
-      std::lock_guard lk(mu);
-      woken.push_back(name);
-    }
-    bool saw(const std::string& name) {
-      std::lock_guard lk(mu);
-      return std::find(woken.begin(), woken.end(), name) != woken.end();
-    }
-  } events;
-  s.b->set_wake_sink(&events);
-  auto other = make_seam(url());
-  const auto until = steady::now() + 10s;
-  while (!events.saw(y) && steady::now() < until) {
-    ASSERT_TRUE(other.acquire(y, "h", "oy", 10s).acquired);
-    ASSERT_TRUE(other.release(y, "oy", 0));
-    std::this_thread::sleep_for(100ms);
-  }
-  EXPECT_TRUE(events.saw(y)) << "the watch of y was never applied";
-  s.b->set_wake_sink(nullptr);
+  EXPECT_TRUE(woken_by_releases(s, y, 10s)) << "the watch of y was never applied";
   s.b->unwatch(warm);
   s.b->unwatch(x);
   s.b->unwatch(y);
 }
+
+// A watch with no time left for a LISTEN (a wait whose bound has already passed, such as a
+// try-acquire with a 0-1 ms bound) leaves its channel to the waker's thread. It used to drop the
+// wake-up connection so that a fresh one would listen on every channel: a loop of short waits then
+// opened a server connection per wait, and every other waiter of the client went unheard meanwhile.
+TEST_F(PostgreSQL, WatchesWithNoTimeLeftKeepTheWakeUpConnectionAndAreStillListenedTo) {
+  const std::string app = unique("pg_watch_keep");
+  auto s = make_seam(with_param(url(), "application_name=" + app));
+  pg_handle admin(admin_url());
+  ASSERT_TRUE(admin.ok());
+  const std::string warm = unique("pg_watch_warm");
+  ASSERT_TRUE(s.b->watch(warm, steady::now() + 5s)) << "the wake-up connection did not listen";
+  const std::string listener =
+      "SELECT string_agg(pid::text, ',') FROM pg_stat_activity WHERE application_name = '" + app +
+      "' AND query LIKE '%LISTEN%'";
+  const std::string before = admin.run(listener);
+  ASSERT_FALSE(before.empty());
+  std::vector<std::string> names;
+  for (int i = 0; i < 20; ++i) {
+    names.push_back(unique("pg_watch_now"));
+    (void)s.b->watch(names.back(), steady::now());
+  }
+  // Each of those channels is listened to by the thread: a release by another client wakes this one.
+  EXPECT_TRUE(woken_by_releases(s, names.back(), 5s)) << "a watch with no time left was never listened to";
+  EXPECT_EQ(admin.run(listener), before) << "the wake-up connection was replaced";
+  s.b->unwatch(warm);
+  for (const auto& n : names) s.b->unwatch(n);
+}
+
+// A client machine that dies (or is cut off) inside a transaction holding row locks (a guarded
+// transaction's lease row, lock_rows) is noticed by the server through TCP keepalives: with the
+// kernel's defaults (7200 s idle, 9 probes 75 s apart) the next holder waited over two hours for
+// the rollback. sqllock's connections ask for 15 s, 5 s and 3 probes; a URL's own options win.
+TEST_F(PostgreSQL, SqllocksConnectionsAskTheServerForShortTcpKeepalives) {
+  const auto u = sqllock::parse_url(url());
+  ASSERT_FALSE(u.host.empty() || u.host.front() == '/') << "this test needs a TCP URL: " << u.host;
+  auto c = client();
+  auto settings = [](sqllock::client& c) {
+    auto tx = c.begin();
+    std::string out;
+    for (const char* s : {"tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count",
+                          "transaction_isolation"}) {
+      out += tx.query(std::string("SHOW ") + s).at(0).as_text(0) + ";";
+    }
+    tx.rollback();
+    return out;
+  };
+  EXPECT_EQ(settings(c), "15;5;3;read committed;");
+  auto own = sqllock::connect(with_param(url(), "options=-c%20tcp_keepalives_idle%3D60"));
+  EXPECT_EQ(settings(own).substr(0, 3), "60;") << "the URL's own options did not win";
+}
+
+namespace {
+
+// A session-level SET of the wait bound in one transaction (SET without LOCAL) stays on the pooled
+// connection; the next transaction on it, which asked for no bound, must still wait the server's
+// default, not the earlier caller's bound.
+TEST(PostgreSQLPool, ALockWaitBoundSetByAnEarlierTransactionIsNotInheritedByTheNext) {
+  auto c = sqllock::connect(url());
+  {
+    auto tx = c.begin();
+    tx.execute("SET lock_timeout = '1s'");
+    tx.commit();
+  }
+  auto tx = c.begin();
+  const auto rows = tx.query("SELECT current_setting('lock_timeout')");
+  EXPECT_NE(rows.at(0).as_text(0), "1s") << "the next transaction inherited the earlier one's bound";
+  tx.commit();
+}
+
+}  // namespace

@@ -1,9 +1,12 @@
 // Safety: lost answers and partitions (issue 10 items 4 and 5), through a fault proxy on loopback.
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 #include <vector>
 
 #include "safety/safety_fixture.hpp"
+#include "sqllock/migrations.hpp"
 
 using namespace std::chrono_literals;
 using namespace sqllock_safety;
@@ -266,5 +269,113 @@ TEST(LostAnswer, APermitAcquireWhoseAnswerIsLostIsNeitherDoubledNorLeaked) {
     EXPECT_FALSE(b.try_acquire_permit(two, 2)) << "round " << round << ": two permits, three holders";
     other->release();
     p.release();
+  }
+}
+
+// A release sent again by the watchdog into a short partition must not hold up the renewals of the
+// leases still held. Each re-send was bounded by io_timeout (10 s) alone: its connection, opened
+// during the partition, stayed silent after the network came back, and a lease of a few seconds
+// whose renewal waited behind it was lost with the network long healthy again.
+TEST(Partition, AReleaseSentAgainIntoASilentConnectionDoesNotHoldUpRenewals) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+  const auto kept_name = unique_name("kept"), resent_name = unique_name("resent");
+  std::atomic<bool> lost{false};
+  auto kept = a.try_acquire(kept_name, {.ttl = 3000ms, .on_lost = [&](const std::string&, std::int64_t) { lost = true; }});
+  ASSERT_TRUE(kept);
+  auto g = a.try_acquire(resent_name, {.ttl = 30s});
+  ASSERT_TRUE(g);
+  struct heal {
+    sqllock::test::fault_proxy& proxy;
+    ~heal() {
+      proxy.pass();
+      proxy.cut_silenced();
+    }
+  } on_exit{*proxy};
+  proxy->blackhole();
+  EXPECT_THROW(g->release(250ms), sqllock::connection_lost);
+  // The watchdog sends the release again (after a 250 ms pause) into the partition, on a
+  // connection that stays silent; the kept lease's first renewal is due 1 s after its acquire.
+  std::this_thread::sleep_for(500ms);
+  proxy->pass();
+  std::this_thread::sleep_for(4000ms);  // longer than the kept lease's TTL
+  EXPECT_FALSE(lost.load()) << "a lease was lost while its renewal waited behind a release sent again";
+  EXPECT_FALSE(kept->lost());
+  // The release sent again lands too: the name is free for another client.
+  auto b = make_client();
+  std::optional<sqllock::lease_guard> other;
+  for (int i = 0; i < 100 && !other; ++i) {
+    other = b.try_acquire(resent_name);
+    if (!other) std::this_thread::sleep_for(100ms);
+  }
+  EXPECT_TRUE(other) << "the release sent again never landed";
+  kept->release();
+}
+
+// A COMMIT whose answer is lost after the server committed: the outcome is unknown to the caller,
+// so nothing runs the work again as if it had not happened. with_retry reports connection_lost
+// after one run (the decrement is applied once); the migration runner reports it and a later run
+// finds the version applied (PostgreSQL: statements and history row committed together) or, on
+// MySQL (whose history row is written after the DDL), "running", which it refuses to pass.
+TEST(LostAnswer, ACommitWhoseAnswerIsLostIsNeverRunAgain) {
+  auto proxy = make_proxy();
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
+  auto b = make_client();
+  const auto t = unique_name("commit_lost");
+  auto qty = [&] {
+    auto tx = b.begin();
+    auto v = tx.query("SELECT qty FROM " + t + " WHERE id = 1").at(0).as_int(0);
+    tx.commit();
+    return v;
+  };
+  {
+    auto tx = b.begin();
+    tx.execute("CREATE TABLE " + t + " (id INTEGER PRIMARY KEY, qty INTEGER NOT NULL)");
+    tx.execute("INSERT INTO " + t + " (id, qty) VALUES (1, 10)");
+    tx.commit();
+  }
+  sqllock::retry_stats stats;
+  int runs = 0;
+  EXPECT_THROW(sqllock::with_retry(
+                   a,
+                   [&](sqllock::transaction& tx) {
+                     ++runs;
+                     tx.execute("UPDATE " + t + " SET qty = qty - 1 WHERE id = 1");
+                     proxy->lose_next_answer(/*reset_after=*/true);  // the COMMIT's
+                   },
+                   {}, &stats),
+               sqllock::connection_lost);
+  proxy->pass();
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(stats.attempts, 1);
+  EXPECT_EQ(proxy->answers_lost(), 1u);
+  EXPECT_EQ(qty(), 9) << "the decrement whose COMMIT answer was lost was not applied exactly once";
+
+  // The migration runner: its last statement's answer is lost.
+  const auto dir = std::filesystem::temp_directory_path() / unique_name("commit_lost_dir");
+  std::filesystem::create_directories(dir);
+  struct remove_dir {
+    std::filesystem::path p;
+    ~remove_dir() { std::filesystem::remove_all(p); }
+  } cleanup{dir};
+  std::ofstream(dir / "0001_a.sql") << "UPDATE " << t << " SET qty = qty - 1 WHERE id = 1;\n";
+  sqllock::migrate_options o;
+  o.history_table = unique_name("hist");
+  o.wait = 30s;
+  o.before_commit = [&](std::int64_t) { proxy->lose_next_answer(true); };
+  EXPECT_THROW(sqllock::migrate_directory(a, dir, o), sqllock::connection_lost);
+  proxy->pass();
+  o.before_commit = nullptr;
+  if (hooks().name == "mysql") {
+    // The lost answer is the history update's, in the transaction of the file's statements: the
+    // reset connection rolled that back (DDL would have committed), and the row stays "running".
+    EXPECT_THROW(sqllock::migrate_directory(b, dir, o), sqllock::migration_failed)
+        << "a migration whose end was not recorded ran again";
+    EXPECT_EQ(qty(), 9) << "the migration's uncommitted statement was applied, or applied twice";
+  } else {
+    const auto r = sqllock::migrate_directory(b, dir, o);
+    EXPECT_TRUE(r.applied.empty()) << "a migration whose COMMIT answer was lost ran again";
+    EXPECT_EQ(r.current_version, 1);
+    EXPECT_EQ(qty(), 8) << "the migration whose COMMIT answer was lost was not applied exactly once";
   }
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "sqllock/migrations.hpp"
@@ -15,6 +16,33 @@ namespace stories {
 namespace {
 
 using namespace std::chrono_literals;
+
+/// Holds up `c`'s deadline thread (a lease of 100 ms whose on_lost blocks, as a descheduled thread
+/// would be late) until destroyed, at most 10 s: loss reports of `c` wait meanwhile.
+class deadline_thread_stall {
+ public:
+  explicit deadline_thread_stall(sqllock::client& c)
+      : guard_(c.try_acquire(unique_name("deadline_stall"),
+                             {.ttl = 100ms, .auto_renew = false,
+                              .on_lost = [held = held_, go = go_](const std::string&, std::int64_t) {
+                                *held = true;
+                                const auto until = std::chrono::steady_clock::now() + 10s;
+                                while (!*go && std::chrono::steady_clock::now() < until)
+                                  std::this_thread::sleep_for(5ms);
+                              }})) {}
+  ~deadline_thread_stall() { *go_ = true; }
+  deadline_thread_stall(const deadline_thread_stall&) = delete;
+  deadline_thread_stall& operator=(const deadline_thread_stall&) = delete;
+  /// Whether the deadline thread is held up (waited for, up to 3 s).
+  bool holding() const {
+    return guard_ && sqllock_testing::eventually([&] { return held_->load(); }, 3s);
+  }
+
+ private:
+  std::shared_ptr<std::atomic<bool>> held_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<bool>> go_ = std::make_shared<std::atomic<bool>>(false);
+  std::optional<sqllock::lease_guard> guard_;
+};
 using sqllock::migrate_options;
 
 bool is_mysql() { return backend().name == "mysql"; }
@@ -188,6 +216,30 @@ TEST(Migrate, BadFilesAndNamesAreInvalidArguments) {
   }
 }
 
+// PostgreSQL nests block comments: a transaction statement behind `/* a /* b */ c */` was taken
+// for one starting with `*` and let through; its COMMIT committed the history row and the
+// statements before it, and the run then reported a failure of the rest as "nothing of it was
+// applied (rolled back)" with the version recorded as applied. Only PostgreSQL nests comments.
+TEST(MigratePostgreSqlOnly, ATransactionStatementBehindANestedCommentIsRefused) {
+  auto c = make_client();
+  temp_dir dir;
+  const auto t = unique_name("m_t");
+  dir.write("0001_a.sql", create_table(t) + "/* outer /* inner */ still the comment */ COMMIT;\n" +
+                              "SELECT no_such_column FROM " + t + ";\n");
+  auto o = options_for(unique_name("hist"));
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+    FAIL() << "no error";
+  } catch (const sqllock::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("0001_a.sql"), std::string::npos) << e.what();
+  } catch (const sqllock::error& e) {
+    ADD_FAILURE() << "not refused up front: " << e.what();
+  }
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), std::vector<std::int64_t>{})
+      << "the migration failed but its version is recorded as applied";
+  EXPECT_FALSE(table_exists(c, t)) << "part of a failed migration was committed";
+}
+
 // PostgreSQL/SQLite: a failing statement rolls the whole migration back, history included.
 // MySQL: the failure is recorded, the runner refuses to go on, and resolve lets it continue.
 TEST(Migrate, FailedMigration) {
@@ -332,19 +384,8 @@ TEST(Migrate, MigrationLongerThanTheLeaseTtl) {
 TEST(MigratePostgreSqlOnly, CommitsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported) {
   auto c = make_client();
   auto blocker = make_client();
-  auto held = std::make_shared<std::atomic<bool>>(false), go = std::make_shared<std::atomic<bool>>(false);
-  auto stall = c.try_acquire(unique_name("deadline_stall"),
-                             {.ttl = 100ms, .auto_renew = false, .on_lost = [held, go](const std::string&, std::int64_t) {
-                                *held = true;
-                                const auto until = std::chrono::steady_clock::now() + 10s;
-                                while (!*go && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(5ms);
-                              }});
-  ASSERT_TRUE(stall);
-  struct unstall {
-    std::shared_ptr<std::atomic<bool>> go;
-    ~unstall() { *go = true; }
-  } unstall_at_exit{go};
-  ASSERT_TRUE(sqllock_testing::eventually([&] { return held->load(); }, 3s)) << "the deadline thread was never held up";
+  deadline_thread_stall stall(c);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
 
   temp_dir dir;
   dir.write("0001_a.sql", create_table(unique_name("m_a")));
@@ -358,8 +399,9 @@ TEST(MigratePostgreSqlOnly, CommitsNoMigrationOnALeasePastItsLossPointWhileTheLo
     blocked = true;
     // Another session locks the lease's row: the watchdog's renewal waits on it until its
     // deadline, the lease's loss point, and fails; 900 ms later the lease is past that point.
+    // (FOR NO KEY UPDATE: it stops renewals, not the migration's own FOR KEY SHARE guard.)
     auto tx = blocker.begin();
-    tx.query("SELECT name FROM sqllock_locks WHERE name = ? FOR UPDATE",
+    tx.query("SELECT name FROM sqllock_locks WHERE name = ? FOR NO KEY UPDATE",
              {std::string("sqllock:migrations:") + o.history_table});
     std::this_thread::sleep_for(900ms);
     tx.rollback();
@@ -367,6 +409,120 @@ TEST(MigratePostgreSqlOnly, CommitsNoMigrationOnALeasePastItsLossPointWhileTheLo
   auto r = sqllock::migrate_directory(c, dir.path(), o);
   EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1}));
   EXPECT_EQ(starts, 2) << "version 1 was committed on a lease past its loss point";
+}
+
+// Between migrations the runner checked lease.lost(), which stays false until the client's
+// deadline thread reports the loss: with that thread late (held up as above) the next migration
+// started on a lease past its loss point, which another migrator could hold by then (on MySQL its
+// DDL commits at once; another migrator finds it "running" and is told its migrator died). A
+// migration starts only on a lease nobody else can take: here a probe client tries to take the
+// lease as each migration starts.
+TEST(Migrate, StartsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported) {
+  auto c = make_client();
+  auto blocker = make_client();
+  auto probe = make_client();
+  deadline_thread_stall stall(c);
+  ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
+
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  auto o = options_for(unique_name("hist"));
+  o.lock_ttl = 600ms;
+  const std::string lease = "sqllock:migrations:" + o.history_table;
+  std::vector<std::int64_t> started_on_a_free_lease;
+  o.on_start = [&](std::int64_t version, const std::string&) {
+    if (auto other = probe.try_acquire(lease, {.ttl = 1s, .auto_renew = false})) {
+      started_on_a_free_lease.push_back(version);
+      other->release();
+    }
+  };
+  bool blocked = false;
+  o.before_commit = [&](std::int64_t) {
+    if (blocked) return;
+    blocked = true;
+    if (backend().name == "sqlite") {
+      // The migration's write lock keeps the watchdog from renewing.
+      std::this_thread::sleep_for(900ms);
+      return;
+    }
+    // Another session locks the lease's row: the renewals wait on it until their deadline (the
+    // lease's loss point) and fail; 900 ms later the lease is past that point. PostgreSQL: FOR NO
+    // KEY UPDATE stops renewals, not the migration's own FOR KEY SHARE guard.
+    auto tx = blocker.begin();
+    tx.query(std::string("SELECT name FROM sqllock_locks WHERE name = ? ") +
+                 (backend().name == "postgresql" ? "FOR NO KEY UPDATE" : "FOR UPDATE"),
+             {lease});
+    std::this_thread::sleep_for(900ms);
+    tx.rollback();
+  };
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+  } catch (const sqllock::lease_lost& e) {
+    ADD_FAILURE() << "the run went on with a lost lease: " << e.what();
+  }
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(started_on_a_free_lease, std::vector<std::int64_t>{})
+      << "a migration started on a lease another migrator could take";
+}
+
+// A migration's lease lost after its start was decided (a pause before its first statement, here
+// in on_start) and taken over by another migrator: the migration's statements ran anyway, while the
+// other held the lease (MySQL: its DDL committed at once; PostgreSQL: rolled back only by the check
+// before its commit). Each migration's first transaction now checks the lease on the database and
+// keeps its row locked (transaction::require_lease), so it runs only while the lease is held.
+TEST(Migrate, RunsNoMigrationStatementWhileAnotherMigratorHoldsTheLease) {
+  auto c = make_client();
+  auto blocker = make_client();
+  auto other = make_client();
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  auto o = options_for(unique_name("hist"));
+  o.lock_ttl = 600ms;
+  const std::string lease = "sqllock:migrations:" + o.history_table;
+  std::optional<sqllock::lease_guard> taken;
+  std::atomic<bool> other_holds{false};
+  std::thread releaser;
+  o.on_start = [&](std::int64_t version, const std::string&) {
+    if (version != 2 || taken) return;
+    // Another session keeps the lease's renewals from applying (the row locked; SQLite: the write
+    // lock) until the lease is past its loss point; then another migrator takes it over.
+    {
+      auto tx = blocker.begin();
+      tx.query(std::string("SELECT name FROM sqllock_locks WHERE name = ?") +
+                   (backend().name == "sqlite" ? "" : " FOR UPDATE"),
+               {lease});
+      std::this_thread::sleep_for(900ms);
+      tx.rollback();
+    }
+    try {
+      taken = other.acquire_for(lease, 3s, {.ttl = 30s});  // SQLite: past a renewal's write lock
+    } catch (const sqllock::acquire_timeout&) {
+      ADD_FAILURE() << "the expired migration lease could not be taken over";
+      return;
+    }
+    other_holds = true;
+    releaser = std::thread([&] {
+      std::this_thread::sleep_for(1s);
+      other_holds = false;
+      taken->release();
+    });
+  };
+  std::vector<std::int64_t> ran_while_other_held;
+  o.before_commit = [&](std::int64_t version) {
+    if (other_holds) ran_while_other_held.push_back(version);
+  };
+  try {
+    sqllock::migrate_directory(c, dir.path(), o);
+  } catch (const sqllock::error& e) {
+    ADD_FAILURE() << "the run failed: " << e.what();
+  }
+  if (releaser.joinable()) releaser.join();
+  EXPECT_TRUE(taken.has_value());
+  EXPECT_EQ(ran_while_other_held, std::vector<std::int64_t>{})
+      << "a migration's statements ran while another migrator held the lease";
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
 }
 
 // ---- through the command ----

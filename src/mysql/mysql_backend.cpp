@@ -128,7 +128,8 @@ lock_info row_to_info(const result_row& r) {
 }
 
 int whole_seconds_up(std::chrono::milliseconds ms) {
-  return static_cast<int>(std::clamp<std::int64_t>((ms.count() + 999) / 1000, 1, 3600));
+  // Rounded up without adding first (milliseconds::max() would overflow).
+  return static_cast<int>(std::clamp<std::int64_t>(ms.count() / 1000 + (ms.count() % 1000 > 0 ? 1 : 0), 1, 3600));
 }
 
 /// One connection for lease statements. The caller lane also holds the wake-up locks (GET_LOCK)

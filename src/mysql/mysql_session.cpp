@@ -37,7 +37,8 @@ index_cache& indexes() {
 
 int whole_seconds_up(std::chrono::milliseconds ms) {
   if (ms.count() <= 0) return 0;
-  const auto s = (ms.count() + 999) / 1000;
+  // Rounded up without adding first: milliseconds::max() (a bound meaning "no bound") overflowed.
+  const auto s = ms.count() / 1000 + (ms.count() % 1000 > 0 ? 1 : 0);
   return s > 31536000 ? 31536000 : static_cast<int>(s);
 }
 

@@ -102,14 +102,17 @@ struct leader_latch::shared {
       // usable(), not !lost(): lost() waits for the client's deadline thread, which may run late,
       // so a lease already past its loss point or its max_hold would still pass. Such a term is
       // no leadership; its loss is reported soon (below), then the latch campaigns again.
+      // on_elected first, then is_leader(): it is true between on_elected and on_revoked, so a
+      // caller that sees it may rely on what on_elected set up for the term. A loss meanwhile
+      // waits for `m` (lose()), then reports the term's on_revoked after this on_elected.
       if (lost_term < my_term && g.usable()) {
+        call_quietly(options.on_elected, g.fencing_token());
         token = g.fencing_token();
         {
           std::lock_guard ck(current_m);
           current = &g;
         }
         leading = true;
-        call_quietly(options.on_elected, token.load());
         cv.notify_all();
       }
       cv.wait(lk, stop, [&] { return lost_term >= my_term; });

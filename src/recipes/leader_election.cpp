@@ -5,6 +5,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <utility>
 
 #include "sqllock/parse.hpp"
@@ -24,14 +25,18 @@ std::optional<lock_info> current_leader(client& c, std::string_view election) {
   return info;
 }
 
-/// What the latch's thread and the lease's on_lost (another thread) share. `m` guards the term
-/// fields and is held while a user callback runs, so callbacks never overlap; nothing holding `m`
-/// calls into the client (on_lost may be called from inside the client).
+/// What the latch's thread and the lease's on_lost (another thread) share. `callback_m` is held
+/// while a user callback runs and across the state change it reports, so callbacks never overlap
+/// and come in order; `m` guards the term fields and is never held while a callback runs, so
+/// await_leadership() keeps its timeout whatever a callback does. Lock order: callback_m, m,
+/// current_m; nothing holding any of them calls into the client (on_lost may be called from
+/// inside the client).
 struct leader_latch::shared {
   client* c = nullptr;
   std::string election;
   leader_latch_options options;
 
+  std::mutex callback_m;
   std::mutex m;
   std::condition_variable_any cv;
   std::uint64_t term = 0;       ///< the term being tried for or held
@@ -64,13 +69,16 @@ struct leader_latch::shared {
 
   /// The lease of `t` was lost: end that term's leadership now.
   void lose(std::uint64_t t) {
-    std::lock_guard lk(m);
-    if (lost_term < t) lost_term = t;
-    if (t == term && leading.exchange(false)) {
-      const auto tok = token.exchange(0);
-      call_quietly(options.on_revoked, tok, leadership_end::lost);
+    std::lock_guard cb(callback_m);
+    std::optional<std::int64_t> revoked;
+    {
+      std::lock_guard lk(m);
+      if (lost_term < t) lost_term = t;
+      if (t == term && leading.exchange(false)) revoked = token.exchange(0);
+      cv.notify_all();
     }
-    cv.notify_all();
+    // The next term's on_elected waits for callback_m: it comes after this.
+    if (revoked) call_quietly(options.on_revoked, *revoked, leadership_end::lost);
   }
 
   /// One term: wait for the lease, lead until it is lost or `stop`, step down.
@@ -98,29 +106,41 @@ struct leader_latch::shared {
       return;
     }
     {
+      std::unique_lock cb(callback_m);
       std::unique_lock lk(m);
       // usable(), not !lost(): lost() waits for the client's deadline thread, which may run late,
       // so a lease already past its loss point or its max_hold would still pass. Such a term is
       // no leadership; its loss is reported soon (below), then the latch campaigns again.
+      // on_elected first, then is_leader(): it is true between on_elected and on_revoked, so a
+      // caller that sees it may rely on what on_elected set up for the term. A loss meanwhile
+      // waits for callback_m (lose()), then reports the term's on_revoked after this on_elected.
       if (lost_term < my_term && g.usable()) {
+        lk.unlock();
+        call_quietly(options.on_elected, g.fencing_token());
+        lk.lock();
         token = g.fencing_token();
         {
           std::lock_guard ck(current_m);
           current = &g;
         }
         leading = true;
-        call_quietly(options.on_elected, token.load());
         cv.notify_all();
       }
+      cb.unlock();
       cv.wait(lk, stop, [&] { return lost_term >= my_term; });
+      lk.unlock();
+      std::lock_guard cb_again(callback_m);
+      std::optional<std::int64_t> revoked;
       {
-        std::lock_guard ck(current_m);
-        current = nullptr;
+        std::lock_guard lk_again(m);
+        {
+          std::lock_guard ck(current_m);
+          current = nullptr;
+        }
+        if (leading.exchange(false)) revoked = token.exchange(0);  // closed while leading
       }
-      if (leading.exchange(false)) {  // closed while leading: step down before the release
-        const auto tok = token.exchange(0);
-        call_quietly(options.on_revoked, tok, leadership_end::closed);
-      }
+      // Step down before the release.
+      if (revoked) call_quietly(options.on_revoked, *revoked, leadership_end::closed);
     }
     try {
       g.release();

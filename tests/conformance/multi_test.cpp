@@ -427,6 +427,9 @@ TEST(Leader, ThrowingCallbacksNeverKeepAStaleLeader) {
   auto thief = admin.try_acquire(election, {.ttl = 30s});
   ASSERT_TRUE(thief);
   EXPECT_TRUE(eventually([&] { return !latch.is_leader(); }, 3s)) << "the latch still believes it leads";
+  // is_leader() turns false (the lease not usable, then `leading` cleared) before on_revoked runs
+  // on the client's thread: wait for the call itself, then check it came once.
+  EXPECT_TRUE(eventually([&] { return revoked_lost.load() > 0; }, 3s)) << "on_revoked was never called for the loss";
   EXPECT_EQ(revoked_lost.load(), 1);
   // It takes part again and leads once the other lets go.
   thief->release();

@@ -1295,6 +1295,9 @@ TEST(EngineLate, AReentryWhoseExtensionIsAnsweredAfterTheLeaseWasLostIsNotHanded
   }
   EXPECT_EQ(f.fake->count(d::fake_op::renew), 1);
   EXPECT_FALSE(inner) << "a re-entered hold came back with lost() == " << (inner && inner->acq->lost.load());
+  // The loss may be decided by the deadline thread at the loss point, which then runs on_lost
+  // after the acquire has returned: wait for the call, then check there was one.
+  sqllock_testing::eventually([&] { return lost_calls.load() > 0; }, 2s);
   EXPECT_EQ(lost_calls.load(), 1);  // the outer lease, which its holder saw
   std::lock_guard lk(f.db->mu);
   EXPECT_EQ(f.db->rows["n"].owner, outer->acq->ref.owner);  // nothing freed it under the outer hold

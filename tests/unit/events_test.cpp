@@ -277,6 +277,9 @@ TEST(Events, ALeasesLossIsToldWhileAnotherLeasesHookRunsAndNothingOfItAfter) {
   b_acq = b->acq.get();
   ASSERT_TRUE(poll_until([&] { return b->acq->lost.load(); }, 2500ms));
   ASSERT_TRUE(poll_until([&] { return !a_seen.get().empty() && a_seen.get().back() == "renewed"; }, 2500ms));
+  // The deadline thread tells b's loss after it set the flag: wait for the telling, then for
+  // anything that would (wrongly) come after it.
+  poll_until([&] { return std::ranges::count(b_seen.get(), std::string("lost")) > 0; }, 2000ms);
   std::this_thread::sleep_for(100ms);  // anything late would come now
   ASSERT_TRUE(b_live_in_hook.load()) << "not the interleaving under test: b was lost before the batch";
   auto b_story = b_seen.get();

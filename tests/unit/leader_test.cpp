@@ -145,3 +145,60 @@ TEST(LeaderLatch, IsLeaderStaysFalseForTheTermOnceItsLeaseWasPastItsLossPoint) {
   fake->heal(d::fake_op::renew);
   go = true;
 }
+
+// is_leader() is true between on_elected and on_revoked (leader.hpp): a caller that sees it true
+// may rely on what on_elected set up for the term. The latch published `leading` (and with it
+// is_leader() and fencing_token()) before it called on_elected, so a caller polling is_leader()
+// acted for a term whose on_elected had not run yet (CI: Leader.ALostLeaseIsReportedToTheLatchInTime
+// saw the second term lead with one on_elected call).
+TEST(LeaderLatch, IsLeaderTurnsTrueOnlyOnceOnElectedHasReturned) {
+  auto db = std::make_shared<d::fake_database>();
+  auto c = d::client_access::make(std::make_unique<d::fake_backend>(db), {.require_schema = false});
+
+  std::atomic<bool> in_elected{false};
+  std::atomic<bool> go{false};
+  std::atomic<std::int64_t> elected_token{0};
+  sqllock::leader_latch_options o;
+  o.lease = {.ttl = 30s};
+  o.on_elected = [&](std::int64_t token) {
+    in_elected = true;
+    const auto until = steady::now() + 10s;
+    while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+    elected_token = token;
+  };
+  sqllock::leader_latch latch(c, "election", o);
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return in_elected.load(); }, 5s)) << "never elected";
+  EXPECT_FALSE(latch.is_leader()) << "is_leader() while on_elected has not returned";
+  EXPECT_EQ(latch.fencing_token(), 0) << "a term's token while its on_elected has not returned";
+  go = true;
+  ASSERT_TRUE(latch.await_leadership(5s));
+  EXPECT_TRUE(latch.is_leader());
+  EXPECT_GT(elected_token.load(), 0);
+  EXPECT_EQ(latch.fencing_token(), elected_token.load());
+}
+
+// await_leadership(timeout) waits up to `timeout` (leader.hpp). The latch held its mutex while a
+// callback ran, and await_leadership waits on that mutex: it came back only when the callback
+// returned (995 ms for a 50 ms timeout while on_elected took a second).
+TEST(LeaderLatch, AwaitLeadershipKeepsItsTimeoutWhileACallbackRuns) {
+  auto db = std::make_shared<d::fake_database>();
+  auto c = d::client_access::make(std::make_unique<d::fake_backend>(db), {.require_schema = false});
+
+  std::atomic<bool> in_elected{false};
+  std::atomic<bool> go{false};
+  sqllock::leader_latch_options o;
+  o.lease = {.ttl = 30s};
+  o.on_elected = [&](std::int64_t) {
+    in_elected = true;
+    const auto until = steady::now() + 10s;
+    while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+  };
+  sqllock::leader_latch latch(c, "election", o);
+  ASSERT_TRUE(sqllock_testing::eventually([&] { return in_elected.load(); }, 5s)) << "never elected";
+  const auto t0 = steady::now();
+  EXPECT_FALSE(latch.await_leadership(50ms)) << "leads while on_elected has not returned";
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(steady::now() - t0);
+  go = true;
+  EXPECT_LT(took, 2s) << "await_leadership(50ms) came back after " << took.count() << " ms";
+  EXPECT_TRUE(latch.await_leadership(5s));
+}

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "common/test_support.hpp"
 #include "sqlite/sqlite_waker.hpp"
 
 namespace {
@@ -40,7 +41,9 @@ TEST(SqliteWaker, ShortHoldsInAnotherProcessWakeEveryTime) {
       holder.drop(owner);  // held for microseconds, far less than the probe interval
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // Every release is counted, so the prober hears of each one on its next probe, whenever that
+    // runs (late on a loaded machine): wait for the count, not a fixed 20 ms.
+    sqllock_testing::eventually([&] { return sink.wakes.load() >= releases; }, std::chrono::seconds(3));
     EXPECT_GE(sink.wakes.load(), releases) << "releases that no waiter heard of";
     waiter.set_sink(nullptr);
   }

@@ -127,11 +127,6 @@ lock_info row_to_info(const result_row& r) {
   return info;
 }
 
-int whole_seconds_up(std::chrono::milliseconds ms) {
-  // Rounded up without adding first (milliseconds::max() would overflow).
-  return static_cast<int>(std::clamp<std::int64_t>(ms.count() / 1000 + (ms.count() % 1000 > 0 ? 1 : 0), 1, 3600));
-}
-
 /// One connection for lease statements. The caller lane also holds the wake-up locks (GET_LOCK)
 /// of the leases it acquired: name -> owner id of the acquisition.
 struct lane_state {
@@ -412,7 +407,7 @@ class mysql_backend final : public backend {
   /// Open a lane's connection: session time zone UTC, server checks (version, durability).
   void open_lane(lane_state& l, steady::time_point deadline) {
     int fd = -1;
-    const int connect_s = whole_seconds_up(time_until(deadline, std::chrono::milliseconds(1)));
+    const int connect_s = std::max(1, whole_seconds_up(time_until(deadline, std::chrono::milliseconds(1)), 3600));
     auto raw = open_connection(params_, /*found_rows=*/false, lease_read_timeout_s, &fd, connect_s, deadline);
     auto c = std::make_unique<connection>(std::move(raw));
     c->set_socket_fd(fd);

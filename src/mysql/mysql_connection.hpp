@@ -228,4 +228,8 @@ std::string statement_text(std::string_view name, std::string_view table);
 /// Microseconds to milliseconds, rounding toward negative infinity.
 std::chrono::milliseconds floor_ms(std::int64_t us) noexcept;
 
+/// `ms` rounded up to whole seconds (MySQL's wait bounds), 0 for ms <= 0, at most `cap`; never
+/// overflows (milliseconds::max() means "no bound").
+int whole_seconds_up(std::chrono::milliseconds ms, int cap) noexcept;
+
 }  // namespace sqllock::detail::mysql

@@ -129,6 +129,13 @@ std::chrono::milliseconds floor_ms(std::int64_t us) noexcept {
   return std::chrono::milliseconds(ms);
 }
 
+int whole_seconds_up(std::chrono::milliseconds ms, int cap) noexcept {
+  if (ms.count() <= 0) return 0;
+  // Rounded up without adding first: milliseconds::max() would overflow.
+  const auto s = ms.count() / 1000 + (ms.count() % 1000 > 0 ? 1 : 0);
+  return s > cap ? cap : static_cast<int>(s);
+}
+
 std::string statement_text(std::string_view name, std::string_view table) {
   return render_sql(embedded_sql("mysql", name), table, dialect::mysql);
 }

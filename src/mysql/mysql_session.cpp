@@ -35,12 +35,7 @@ index_cache& indexes() {
   return cache;
 }
 
-int whole_seconds_up(std::chrono::milliseconds ms) {
-  if (ms.count() <= 0) return 0;
-  // Rounded up without adding first: milliseconds::max() (a bound meaning "no bound") overflowed.
-  const auto s = ms.count() / 1000 + (ms.count() % 1000 > 0 ? 1 : 0);
-  return s > 31536000 ? 31536000 : static_cast<int>(s);
-}
+constexpr int max_wait_s = 31536000;  // innodb_lock_wait_timeout's and lock_wait_timeout's maximum
 
 /// A name read from the server's catalog (an index name may hold any character), quoted.
 std::string quote_catalog_name(const std::string& name) {
@@ -274,7 +269,7 @@ class mysql_session final : public session {
           break;
         case lock_wait::wait:
           if (request.timeout) {
-            const int s = whole_seconds_up(*request.timeout);
+            const int s = whole_seconds_up(*request.timeout, max_wait_s);
             if (conn_->traits().mariadb) {
               // WAIT n bounds each row's lock wait on its own (rows locked by transactions that
               // end one after the other would each get the whole bound); max_statement_time bounds
@@ -335,7 +330,7 @@ class mysql_session final : public session {
 
   /// Owned sessions: apply the transaction's lock_timeout to the connection.
   void start(const transaction_options& options) {
-    const int wanted = options.lock_timeout ? std::max(1, whole_seconds_up(*options.lock_timeout)) : 0;
+    const int wanted = options.lock_timeout ? std::max(1, whole_seconds_up(*options.lock_timeout, max_wait_s)) : 0;
     if (wanted != conn_->lock_timeout_s) set_lock_timeout(wanted);
   }
 

@@ -70,12 +70,13 @@ std::string one_line(const char* text) {
 
 }  // namespace
 
-// TCP keepalives on the server's side of every connection of sqllock: a client machine that dies or is cut off while a transaction of sqllock holds row
-// locks (a guarded transaction's lease row, lock_rows) is noticed by the server after about 30 s
-// (15 s idle, then 3 probes 5 s apart) instead of the kernel's default of over two hours, so that
-// transaction is rolled back and the next holder can take over. A live client's kernel answers
-// the probes whatever the process does.
-constexpr std::string_view keepalive_options = "-c tcp_keepalives_idle=15 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3";
+// TCP keepalives on the server's side of every connection of sqllock: a client machine that dies
+// or is cut off while a transaction of sqllock holds row locks (a guarded transaction's lease
+// row, lock_rows) is noticed by the server after about 30 s (15 s idle, then 3 probes 5 s apart)
+// instead of the kernel's default of over two hours, so that transaction is rolled back and the
+// next holder can take over. A live client's kernel answers the probes whatever the process does.
+constexpr std::string_view keepalive_options =
+    "-c tcp_keepalives_idle=15 -c tcp_keepalives_interval=5 -c tcp_keepalives_count=3";
 
 conn_ptr connect(const conn_target& target, const client_options* log, std::chrono::milliseconds timeout) {
   // Options before "dbname" are defaults: the URL's own settings override them. The connection

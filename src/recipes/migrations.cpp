@@ -445,14 +445,15 @@ migrate_report migrate_directory(client& c, const std::filesystem::path& dir, co
         break;
       }
     }
-    if (!lost) {
-      lease.release();
-      return report;
-    }
+    // The lease is still ours if nobody took it over (the release's owner check proves it). Gone
+    // (lease_lost) or unanswered (connection_lost: sent again in the background, else it expires
+    // after lock_ttl), it changes nothing of what this run applied: every migration committed
+    // only while the lease was held, and a finished run reports what it applied.
     try {
-      lease.release();  // still ours if nobody took it over (the token proves it)
+      lease.release();
     } catch (const error&) {
     }
+    if (!lost) return report;
     rounds_without_progress = progress ? 0 : rounds_without_progress + 1;
     if (rounds_without_progress >= 3) {
       throw lease_lost("the migration lease '" + lease_name(o) +

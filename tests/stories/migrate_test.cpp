@@ -525,6 +525,37 @@ TEST(Migrate, RunsNoMigrationStatementWhileAnotherMigratorHoldsTheLease) {
   EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
 }
 
+// Every migration applied and recorded, then the lease found gone on the final release (expired
+// and taken over, or force-released, after the last migration's statements ran): the run threw
+// lease_lost ("lost between migrations; run again"), and `sqllock migrate` exited 69, although
+// everything was applied. The run reports what it applied; the lease is gone either way.
+// The lease is force-released inside the last migration (before_commit) by another client; the
+// migration commits (PostgreSQL's check before the commit is local: the loss is not known yet) and
+// the release then fails its owner check, as after a takeover past the commit. SQLite: the
+// migration's write lock keeps every other writer out until it commits (hence *ServersOnly).
+TEST(MigrateServersOnly, AFullyAppliedRunWhoseLeaseIsGoneAtItsReleaseReportsWhatItApplied) {
+  auto c = make_client();
+  auto admin = make_client();
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  auto o = options_for(unique_name("hist"));
+  const std::string lease = "sqllock:migrations:" + o.history_table;
+  bool forced = false;
+  o.before_commit = [&](std::int64_t version) {
+    if (version == 2) forced = admin.force_release(lease);
+  };
+  try {
+    auto r = sqllock::migrate_directory(c, dir.path(), o);
+    EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1, 2}));
+    EXPECT_EQ(r.current_version, 2);
+  } catch (const sqllock::error& e) {
+    ADD_FAILURE() << "every migration was applied, yet the run threw: " << e.what();
+  }
+  EXPECT_TRUE(forced) << "the lease was not held during the last migration";
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
+}
+
 // ---- through the command ----
 
 std::vector<std::string> migrate_args(const temp_dir& dir, const std::string& history, const std::string& ttl = "3s") {

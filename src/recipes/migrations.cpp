@@ -492,6 +492,9 @@ migration_record resolve_migration(client& c, const std::filesystem::path& dir, 
   }
   migration_record out = *row;
   auto tx = c.begin();
+  // Only while the lease is held, checked on the database with its row locked until the commit, as
+  // a migration's first transaction: it may have been lost (and taken over) since it was taken.
+  tx.require_lease(lease);
   if (resolution == migration_resolution::applied) {
     tx.execute("UPDATE " + t + " SET status = 'resolved', name = ?, checksum = ?, applied_by = ?, applied_at = " +
                    (d == dialect::mysql ? "CURRENT_TIMESTAMP(6)" : "CURRENT_TIMESTAMP") + " WHERE version = ?",

@@ -749,6 +749,24 @@ TEST(MigrateCommand, KilledMigratorLeavesNoStuckLockAndNoHalfMigration) {
   EXPECT_EQ(hist[1].status, "resolved");
 }
 
+// A run that loses its lease again and again without progress (here a migration that keeps the
+// lease's renewals out by locking its row, past the TTL, so the check before its commit finds the
+// lease lost each time) ends with lease_lost; the command reported it as "database error" with
+// exit 69, the code for a database that cannot be reached. It is the lease-lost code of `run`, 76.
+// Only PostgreSQL checks the lease before a migration's commit (MySQL's DDL has committed, SQLite's
+// write lock keeps takeovers out): the others apply the migration.
+TEST(MigrateCommandPostgreSqlOnly, ALeaseLostRepeatedlyWithoutProgressExits76) {
+  temp_dir dir;
+  const auto history = unique_name("hist");
+  dir.write("0001_holds_the_lease_row.sql", "SELECT name FROM sqllock_locks WHERE name = 'sqllock:migrations:" +
+                                                 history + "' FOR UPDATE;\nSELECT pg_sleep(1.2);\n");
+  auto r = run_cli(migrate_args(dir, history, "600ms"));
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_NE(r.err.find("lock-ttl"), std::string::npos) << r.err;
+  auto c = make_client();
+  EXPECT_EQ(versions(sqllock::migration_history(c, options_for(history))), std::vector<std::int64_t>{});
+}
+
 TEST(MigrateCommand, ChecksumMismatchAndUsage) {
   temp_dir dir;
   const auto history = unique_name("hist");

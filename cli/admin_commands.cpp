@@ -48,6 +48,10 @@ int run_user_migrations(sqllock::client& client, const migrate_options& options)
   } catch (const sqllock::acquire_timeout& e) {
     print_error(std::string("another migrator holds the migration lock: ") + e.what());
     return exit_code::not_acquired;
+  } catch (const sqllock::lease_lost& e) {
+    // The lease code of `run`: nothing past what this run reported applied was recorded.
+    print_error(std::string("the migration lock was lost: ") + e.what());
+    return exit_code::lease_lost;
   }
 }
 

@@ -91,8 +91,10 @@ SQLLOCK_EXPORT std::vector<migration_file> read_migration_directory(const std::f
 /// statement failed, or a failed/interrupted version blocks the run, or a version below the
 /// highest applied one is pending, or fail_on_missing_files), invalid_argument (bad directory,
 /// file name or history table), acquire_timeout (another migrator held the lease past `wait`),
-/// lease_lost (the lease was lost between migrations; nothing of the current one committed on
-/// PostgreSQL/SQLite), and the usual database errors.
+/// lease_lost (the lease was lost between migrations, taken again and lost again, three rounds
+/// without progress; nothing of the current one committed on PostgreSQL/SQLite), and the usual
+/// database errors. A lease found gone (or not answered) only by the final release, once every
+/// pending migration committed, is no error: the report says what was applied.
 SQLLOCK_EXPORT migrate_report migrate_directory(client& c, const std::filesystem::path& dir, const migrate_options& options = {});
 
 /// What resolve_migration does with a failed (or interrupted) MySQL migration.

@@ -70,8 +70,12 @@ enum class lock_strength { update, no_key_update };
 ///   SELECT columns FROM table WHERE key_column IN (keys...) ORDER BY key_column FOR UPDATE [...]
 /// On MySQL the key column must have a usable unique or primary index (otherwise InnoDB would
 /// lock every scanned row), which the statement then forces, keys on a text column must be text,
-/// and the table must be InnoDB (other engines keep no row lock past the statement); otherwise the
-/// request is refused with invalid_argument before any lock is taken.
+/// text keys on a number column must be numbers written out (text that is none would be read as 0
+/// or as its leading digits, and lock another row), and the table must be InnoDB (other engines
+/// keep no row lock past the statement); otherwise the request is refused with invalid_argument
+/// before any lock is taken. On PostgreSQL a key that is no value of the column's type (a text key
+/// that is no number for a bigint column, one out of range) is invalid_argument too, and the
+/// transaction stays as it was. SQLite compares such a key as it is: a row with no such key.
 /// On SQLite the whole database is write-locked by `BEGIN IMMEDIATE` when the transaction starts;
 /// the call then only reads the rows, and `nowait`/`timeout` apply to that begin.
 ///

@@ -21,7 +21,31 @@ struct usable_index {
   std::string name;
   bool text_column = false;
   std::string engine;
+  bool numeric_column = false;
 };
+
+/// Text MariaDB/MySQL read as a number whole: [+-]digits[.digits][e[+-]digits], nothing around it.
+bool number_text(std::string_view s) {
+  std::size_t i = 0;
+  const auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - from;
+  };
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  std::size_t mantissa = digits();
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    mantissa += digits();
+  }
+  if (mantissa == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (digits() == 0) return false;
+  }
+  return i == s.size();
+}
 
 /// Positive answers of the InnoDB-trap check, per schema/table/column, for the whole process.
 /// (A negative answer is asked again: the application may add the index. A forced index that is
@@ -409,7 +433,8 @@ class mysql_session final : public session {
   }
 
   /// The index lock_rows forces, from the cache unless `fresh`; refuses (invalid_argument) a
-  /// column without one, and number keys on a text column.
+  /// column without one, number keys on a text column, and text keys that are no number on a
+  /// number column.
   usable_index check_index(const std::string& table_id, const std::string& column, bool fresh,
                            const std::vector<value>& keys) {
     usable_index index = find_index(table_id, column, fresh);
@@ -424,6 +449,16 @@ class mysql_session final : public session {
           throw invalid_argument("lock_rows: column " + column + " of table " + table_id +
                                  " holds text and a key is a number: compared as numbers, no index "
                                  "serves the lookup and InnoDB would lock every row; give the keys as text. "
+                                 "No lock was taken");
+        }
+      }
+    }
+    if (index.numeric_column) {
+      for (const auto& k : keys) {
+        if (const auto* text = std::get_if<std::string>(&k); text && !number_text(*text)) {
+          throw invalid_argument("lock_rows: column " + column + " of table " + table_id +
+                                 " holds numbers and a key is text that is no number: it would be read as 0 "
+                                 "or as its leading digits, and lock another row; give the keys as numbers. "
                                  "No lock was taken");
         }
       }
@@ -452,7 +487,8 @@ class mysql_session final : public session {
                              " is not the first column of a unique or primary index; InnoDB would "
                              "lock every scanned row (and block inserts), so no lock was taken");
     }
-    usable_index index{*rows[0][0], rows[0][1] && *rows[0][1] != "0", rows[0][2].value_or("")};
+    usable_index index{*rows[0][0], rows[0][1] && *rows[0][1] != "0", rows[0][2].value_or(""),
+                       rows[0][3] && *rows[0][3] != "0"};
     std::lock_guard lock(indexes().mutex);
     indexes().usable[cache_key] = index;
     return index;

@@ -278,6 +278,15 @@ class pg_session final : public session {
       out.rows = to_rows(r.get());
     } catch (const lock_not_available&) {
       return not_available();
+    } catch (const database_error& e) {
+      // Class 22 (data exception: 22P02 a key that is no text form of the column's type, 22003 out
+      // of its range): bad input, refused like any other. Rolled back to the savepoint (the lock
+      // wait bound with it), the transaction and its earlier work stay as they were.
+      if (!e.code().starts_with("22")) throw;
+      not_available();
+      throw invalid_argument("lock_rows: a key does not fit the type of column " + request.key_column + " of table " +
+                             request.table + " (SQLSTATE " + e.code() +
+                             "); give the keys as that type. No lock was taken");
     } catch (const query_canceled&) {
       // 57014 is statement_timeout and also a cancel request (pg_cancel_backend, an administrator's);
       // only the message, localized, tells them apart. The server starts the statement's timer after

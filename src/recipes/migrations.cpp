@@ -445,14 +445,15 @@ migrate_report migrate_directory(client& c, const std::filesystem::path& dir, co
         break;
       }
     }
-    if (!lost) {
-      lease.release();
-      return report;
-    }
+    // The lease is still ours if nobody took it over (the release's owner check proves it). Gone
+    // (lease_lost) or unanswered (connection_lost: sent again in the background, else it expires
+    // after lock_ttl), it changes nothing of what this run applied: every migration committed
+    // only while the lease was held, and a finished run reports what it applied.
     try {
-      lease.release();  // still ours if nobody took it over (the token proves it)
+      lease.release();
     } catch (const error&) {
     }
+    if (!lost) return report;
     rounds_without_progress = progress ? 0 : rounds_without_progress + 1;
     if (rounds_without_progress >= 3) {
       throw lease_lost("the migration lease '" + lease_name(o) +
@@ -491,6 +492,9 @@ migration_record resolve_migration(client& c, const std::filesystem::path& dir, 
   }
   migration_record out = *row;
   auto tx = c.begin();
+  // Only while the lease is held, checked on the database with its row locked until the commit, as
+  // a migration's first transaction: it may have been lost (and taken over) since it was taken.
+  tx.require_lease(lease);
   if (resolution == migration_resolution::applied) {
     tx.execute("UPDATE " + t + " SET status = 'resolved', name = ?, checksum = ?, applied_by = ?, applied_at = " +
                    (d == dialect::mysql ? "CURRENT_TIMESTAMP(6)" : "CURRENT_TIMESTAMP") + " WHERE version = ?",

@@ -52,10 +52,8 @@ class sqlite_backend final : public backend {
       }
     }
     caller_.db = open_db(open_path_, uri_, read_only(), !config.options.require_schema);
-    if (!uri_ && !read_only()) {
-      // WAL lets readers run beside the one writer; it is a property of the file, kept once set.
-      sqlite3_exec(caller_.db.get(), "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
-    }
+    wal_pending_ = !uri_ && !read_only();
+    switch_to_wal_locked(default_busy_timeout.count());
     watchdog_.db = open_db(open_path_, uri_, read_only(), !config.options.require_schema);
   }
 
@@ -103,6 +101,7 @@ class sqlite_backend final : public backend {
   acquire_outcome acquire(const acquire_request& req) override {
     std::unique_lock lk(caller_mu_, std::defer_lock);
     if (!lk.try_lock_until(req.lane_until())) return {};  // the connection stayed busy: not acquired now
+    switch_to_wal_locked(0);
     acquire_outcome out;
     const auto started = steady::now();
     out.started = started;
@@ -392,6 +391,34 @@ class sqlite_backend final : public backend {
  private:
   bool read_only() const noexcept { return config_.options.read_only; }
 
+  // WAL lets readers run beside the one writer: a reader's open transaction never holds up the
+  // commit of an acquire or a renewal. It is a property of the file, kept once set. The switch
+  // needs a moment with no other transaction on the file (rollback-journal mode: another
+  // connection's open transaction, or its locking_mode=EXCLUSIVE); refused, it is tried again,
+  // without waiting, before each acquire until it takes. Meanwhile sqllock works in
+  // rollback-journal mode (the same statements, busy bounds and durability; only readers hold up
+  // writers). Called with the caller lane's mutex held (or from the constructor).
+  void switch_to_wal_locked(std::int64_t busy_ms) {
+    if (!wal_pending_) return;
+    busy_timeout_scope scope(caller_.db.get(), busy_ms);
+    sqlite3_stmt* raw = nullptr;
+    std::string mode;
+    if (sqlite3_prepare_v2(caller_.db.get(), "PRAGMA journal_mode=WAL", -1, &raw, nullptr) == SQLITE_OK &&
+        sqlite3_step(raw) == SQLITE_ROW) {
+      if (const auto* text = sqlite3_column_text(raw, 0)) mode = reinterpret_cast<const char*>(text);
+    }
+    sqlite3_finalize(raw);
+    if (mode == "wal") {
+      wal_pending_ = false;
+    } else if (!wal_reported_) {
+      wal_reported_ = true;
+      log_message(config_.options, log_level::warning,
+                  "sqlite: '" + open_path_ + "' stays in " + (mode.empty() ? std::string("its") : "'" + mode + "'") +
+                      " journal mode for now (another connection holds it in a transaction or in exclusive "
+                      "locking mode): WAL is tried again before each acquire; until then readers hold up writers");
+    }
+  }
+
   std::string sql(const char* name) const {
     return render_sql(embedded_sql(sqllock::dialect::sqlite, name), table_, sqllock::dialect::sqlite);
   }
@@ -480,6 +507,8 @@ class sqlite_backend final : public backend {
   std::string table_;
   std::string open_path_;
   bool uri_ = false;
+  bool wal_pending_ = false;   ///< the file is not known to be in WAL mode yet (switch_to_wal_locked)
+  bool wal_reported_ = false;  ///< the warning that it is not was logged
 
   fifo_mutex caller_mu_;  // callers take turns on their connection in arrival order
   lane_connection caller_;

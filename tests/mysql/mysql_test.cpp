@@ -666,6 +666,47 @@ TEST(MysqlRowLock, NumericKeysOnAStringColumnAreRefusedBeforeAnyLock) {
   run(*admin, "DROP TABLE " + name);
 }
 
+// The other way round: text compared with a number column is read as a number, and text that is no
+// number reads as 0 (a warning only): a key "two" locked and returned the row of id 0. Such a key
+// is refused before any lock, as PostgreSQL refuses it (22P02); text that is a number still works.
+TEST(MysqlRowLock, TextKeysThatAreNoNumberOnANumericColumnAreRefusedBeforeAnyLock) {
+  auto c = make_client();
+  const std::string name = unique_name("tnum");
+  auto admin = raw_connection(url());
+  run(*admin, "CREATE TABLE " + name + " (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=InnoDB");
+  run(*admin, "INSERT INTO " + name + " VALUES (0, 0), (1, 1), (2, 2)");
+  sqllock::row_lock_request req;
+  req.table = name;
+  req.key_column = "id";
+  for (const char* bad : {"two", "", "1x", "0x10"}) {
+    req.keys = {sqllock::value(std::int64_t{1}), sqllock::value(std::string(bad))};
+    auto tx = c.begin();
+    try {
+      auto r = tx.lock_rows(req);
+      ADD_FAILURE() << "key '" << bad << "' was not refused; rows locked: " << r.rows.size();
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("id"), std::string::npos) << e.what();
+    }
+    // Nothing was locked: another transaction locks every row at once.
+    auto other = c.begin();
+    auto all = req;
+    all.keys = {sqllock::value(std::int64_t{0}), sqllock::value(std::int64_t{1}), sqllock::value(std::int64_t{2})};
+    all.mode = sqllock::lock_wait::nowait;
+    EXPECT_TRUE(other.lock_rows(all).acquired()) << "key '" << bad << "': a row was locked";
+    other.rollback();
+    tx.rollback();
+  }
+  // Text that is a number is compared as that number.
+  auto tx = c.begin();
+  req.keys = {sqllock::value(std::string("2")), sqllock::value(std::string("-1.5e0"))};
+  auto r = tx.lock_rows(req);
+  ASSERT_TRUE(r.acquired());
+  ASSERT_EQ(r.rows.size(), 1u);
+  EXPECT_EQ(r.rows[0].as_int(0), 2);
+  tx.rollback();
+  run(*admin, "DROP TABLE " + name);
+}
+
 // ---- CAS ----------------------------------------------------------------------------------------
 
 TEST(MysqlCas, UnchangedValuesAreAppliedAndMatchedRowsAreCounted) {

@@ -730,6 +730,45 @@ TEST_F(PostgreSQL, ANotAvailableLockRowsLeavesNoneOfItsRowsLocked) {
   holder.rollback();
 }
 
+// A key of the wrong type for the key column (text that is no number, for a bigint column) made
+// the server raise 22P02 inside the statement: database_error, and the application's transaction
+// aborted with everything it had done. Bad input is refused (invalid_argument) and changes nothing:
+// no row locked, the transaction and its earlier work intact, a wait bound's setting put back.
+TEST_F(PostgreSQL, AKeyOfTheWrongTypeIsAnInvalidArgumentThatLeavesTheTransactionIntact) {
+  auto c = client();
+  const std::string t = make_table(2);
+  for (const bool bounded : {false, true}) {
+    const char* what = bounded ? "bounded" : "unbounded";
+    auto tx = c.begin();
+    tx.execute("UPDATE " + t + " SET qty = qty + 1 WHERE id = 1");
+    sqllock::row_lock_request bad{.table = t, .key_column = "id", .keys = {std::int64_t{2}, std::string("two")}};
+    if (bounded) bad.timeout = 300ms;
+    try {
+      tx.lock_rows(bad);
+      ADD_FAILURE() << what << ": a text key on a bigint column was not refused";
+    } catch (const sqllock::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("id"), std::string::npos) << e.what();
+    } catch (const sqllock::error& e) {
+      ADD_FAILURE() << what << ": not an invalid_argument: " << e.what();
+    }
+    // The transaction goes on: row 2 was not locked (another transaction takes it at once) and
+    // the lock wait setting is the server's default again.
+    auto other = c.begin();
+    EXPECT_TRUE(other.lock_rows({.table = t, .key_column = "id", .keys = {std::int64_t{2}},
+                                 .mode = sqllock::lock_wait::nowait})
+                    .acquired())
+        << what << ": row 2 stayed locked";
+    other.rollback();
+    EXPECT_EQ(tx.query("SELECT current_setting('lock_timeout')").at(0).as_text(0), "0") << what;
+    tx.execute("UPDATE " + t + " SET qty = qty + 1 WHERE id = 1");
+    tx.commit();
+  }
+  auto check = c.begin();
+  EXPECT_EQ(check.query("SELECT qty FROM " + t + " WHERE id = 1").at(0).as_int(0), 14)
+      << "the earlier work of the transaction was lost";
+  check.rollback();
+}
+
 TEST_F(PostgreSQL, DeadlockIsMappedToRetryableDeadlockDetected) {
   auto c = client();
   const std::string t = make_table(2);

@@ -525,6 +525,101 @@ TEST(Migrate, RunsNoMigrationStatementWhileAnotherMigratorHoldsTheLease) {
   EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
 }
 
+// Every migration applied and recorded, then the lease found gone on the final release (expired
+// and taken over, or force-released, after the last migration's statements ran): the run threw
+// lease_lost ("lost between migrations; run again"), and `sqllock migrate` exited 69, although
+// everything was applied. The run reports what it applied; the lease is gone either way.
+// The lease is force-released inside the last migration (before_commit) by another client; the
+// migration commits (PostgreSQL's check before the commit is local: the loss is not known yet) and
+// the release then fails its owner check, as after a takeover past the commit. SQLite: the
+// migration's write lock keeps every other writer out until it commits (hence *ServersOnly).
+TEST(MigrateServersOnly, AFullyAppliedRunWhoseLeaseIsGoneAtItsReleaseReportsWhatItApplied) {
+  auto c = make_client();
+  auto admin = make_client();
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  auto o = options_for(unique_name("hist"));
+  const std::string lease = "sqllock:migrations:" + o.history_table;
+  bool forced = false;
+  o.before_commit = [&](std::int64_t version) {
+    if (version == 2) forced = admin.force_release(lease);
+  };
+  try {
+    auto r = sqllock::migrate_directory(c, dir.path(), o);
+    EXPECT_EQ(versions(r.applied), (std::vector<std::int64_t>{1, 2}));
+    EXPECT_EQ(r.current_version, 2);
+  } catch (const sqllock::error& e) {
+    ADD_FAILURE() << "every migration was applied, yet the run threw: " << e.what();
+  }
+  EXPECT_TRUE(forced) << "the lease was not held during the last migration";
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
+}
+
+// resolve_migration changed the history row in a transaction that did not check the lease: with
+// its lease gone meanwhile (here force-released while the resolution waited for a row lock on the
+// history row) and another migrator holding it, the resolution committed anyway, under the other
+// migrator's feet. Like a migration's first transaction, it is now guarded (require_lease): a
+// takeover waits for it, or it is refused. The other migrator must see the history unchanged for as
+// long as it holds the lease. An interrupted ("running") row is written by hand, as a migrator dead
+// on MySQL leaves it (PostgreSQL rolls a migration back, but resolve takes the same path).
+// SQLite: the resolution's write lock keeps everyone out (hence *ServersOnly).
+TEST(MigrateServersOnly, ResolveChangesNoHistoryWhileAnotherMigratorHoldsTheLease) {
+  auto c = make_client();
+  auto blocker = make_client();
+  auto admin = make_client();
+  auto other = make_client();
+  temp_dir dir;
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  auto o = options_for(unique_name("hist"));
+  sqllock::migrate_directory(c, dir.path(), o);
+  exec(c, "INSERT INTO " + o.history_table +
+              " (version, name, checksum, status, duration_ms, applied_by) VALUES (2, '0002_b.sql', ?, 'running', 0, 'dead')",
+       {std::string(64, '0')});
+  const std::string lease = "sqllock:migrations:" + o.history_table;
+  const auto row_2 = [&] {
+    return query(other, "SELECT COUNT(*) FROM " + o.history_table + " WHERE version = 2 AND status = 'running'")
+        .at(0)
+        .as_int(0);
+  };
+
+  // The history row is locked: the resolution's DELETE waits for it.
+  auto held_row = blocker.begin();
+  held_row.query("SELECT version FROM " + o.history_table + " WHERE version = 2 FOR UPDATE");
+  std::thread resolver([&] {
+    try {
+      sqllock::resolve_migration(c, dir.path(), 2, sqllock::migration_resolution::retry, o);
+    } catch (const sqllock::error&) {
+      // refused (lease_lost) or its final release found the lease gone: the history tells
+    }
+  });
+  ASSERT_TRUE(sqllock_testing::eventually(
+      [&] {
+        auto row = other.inspect(lease);
+        return row && row->holder == c.holder_id();
+      },
+      5s))
+      << "the resolution never took the migration lease";
+  std::this_thread::sleep_for(300ms);  // the resolution reaches its DELETE
+  // The lease is force-released and another migrator takes it (on a thread: a guard makes it wait).
+  std::optional<sqllock::lease_guard> taken;
+  std::int64_t running_when_taken = -1;
+  std::thread taker([&] {
+    admin.force_release(lease);
+    taken = other.acquire_for(lease, 20s, {.ttl = 30s});
+    running_when_taken = row_2();
+  });
+  std::this_thread::sleep_for(500ms);
+  held_row.rollback();
+  resolver.join();
+  taker.join();
+  ASSERT_TRUE(taken.has_value());
+  EXPECT_EQ(row_2(), running_when_taken)
+      << "the history changed while another migrator held the lease (1: row 2 was 'running' when it took "
+         "the lease)";
+  taken->release();
+}
+
 // ---- through the command ----
 
 std::vector<std::string> migrate_args(const temp_dir& dir, const std::string& history, const std::string& ttl = "3s") {
@@ -652,6 +747,24 @@ TEST(MigrateCommand, KilledMigratorLeavesNoStuckLockAndNoHalfMigration) {
   hist = sqllock::migration_history(c, o);
   ASSERT_EQ(versions(hist), (std::vector<std::int64_t>{1, 2, 3}));
   EXPECT_EQ(hist[1].status, "resolved");
+}
+
+// A run that loses its lease again and again without progress (here a migration that keeps the
+// lease's renewals out by locking its row, past the TTL, so the check before its commit finds the
+// lease lost each time) ends with lease_lost; the command reported it as "database error" with
+// exit 69, the code for a database that cannot be reached. It is the lease-lost code of `run`, 76.
+// Only PostgreSQL checks the lease before a migration's commit (MySQL's DDL has committed, SQLite's
+// write lock keeps takeovers out): the others apply the migration.
+TEST(MigrateCommandPostgreSqlOnly, ALeaseLostRepeatedlyWithoutProgressExits76) {
+  temp_dir dir;
+  const auto history = unique_name("hist");
+  dir.write("0001_holds_the_lease_row.sql", "SELECT name FROM sqllock_locks WHERE name = 'sqllock:migrations:" +
+                                                 history + "' FOR UPDATE;\nSELECT pg_sleep(1.2);\n");
+  auto r = run_cli(migrate_args(dir, history, "600ms"));
+  EXPECT_EQ(r.exit_code, 76) << r.err;
+  EXPECT_NE(r.err.find("lock-ttl"), std::string::npos) << r.err;
+  auto c = make_client();
+  EXPECT_EQ(versions(sqllock::migration_history(c, options_for(history))), std::vector<std::int64_t>{});
 }
 
 TEST(MigrateCommand, ChecksumMismatchAndUsage) {

@@ -177,10 +177,11 @@ lease_engine::lease_engine(std::unique_ptr<backend> db, const client_options& op
 
 lease_engine::~lease_engine() {
   renewer_.reset();
-  // A last, short try for releases whose answer was lost; the rest expire by their TTL.
+  // A last, short try for releases whose answer was lost; the rest expire by their TTL. Each send
+  // is bounded by `until` too: a connection opened into a partition otherwise waited io_timeout.
   const auto until = steady::now() + milliseconds(1000);
   while (!outbox_.empty() && steady::now() < until) {
-    outbox_.flush(*db_, lane::caller, steady::now());
+    outbox_.flush(*db_, lane::caller, steady::now(), std::nullopt, until);
     if (outbox_.empty() || steady::now() >= until) break;
     std::this_thread::sleep_for(milliseconds(50));
   }

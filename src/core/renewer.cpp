@@ -123,8 +123,11 @@ void renewer::watchdog_loop() {
       // Bounded by the next renewal (at least 100 ms): a re-send into a connection a partition left
       // silent would otherwise hold this lane up to io_timeout (10 s), and the leases still held,
       // whose renewals wait behind it, were lost after the network was back. Unanswered by then,
-      // the release is kept and sent again after the renewals.
-      const auto until = std::max(book_.next_renewal(), now + std::chrono::milliseconds(100));
+      // the release is kept and sent again after the renewals. And by 1 s whatever is held: with no
+      // lease left to renew, a re-send into a partition held the client's destructor, which joins
+      // this thread, for io_timeout (sqllock run exited 10 to 20 s after its command ended).
+      const auto until = std::clamp(book_.next_renewal(), now + std::chrono::milliseconds(100),
+                                    now + std::chrono::milliseconds(1000));
       for (const auto& name : outbox_.flush(db_, lane::watchdog, now, std::nullopt, until)) queues_.wake(name);
     }
   }

@@ -2,6 +2,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -310,6 +311,36 @@ TEST(Partition, AReleaseSentAgainIntoASilentConnectionDoesNotHoldUpRenewals) {
   }
   EXPECT_TRUE(other) << "the release sent again never landed";
   kept->release();
+}
+
+// A client destroyed while a release of its is unanswered (a partition) returns after a last, short
+// try (about a second); the lease expires by its TTL. `sqllock run` on MariaDB whose command ended
+// in a partition exited 30 s later: 10 s for its own release (bounded by io_timeout), then the
+// destructor joined the watchdog, whose re-send of that release (no lease left to renew, so bounded
+// by io_timeout alone) was opening a connection into the partition, and then made its own "last,
+// short try" with no bound but io_timeout either.
+TEST(Partition, AClientDestroyedWhileItsReleaseIsUnansweredReturnsAfterALastShortTry) {
+  auto proxy = make_proxy();
+  std::optional<sqllock::client> a;
+  a.emplace(sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false}));
+  const auto name = unique_name("destroyed_unanswered");
+  auto g = a->try_acquire(name, {.ttl = 30s});
+  ASSERT_TRUE(g);
+  struct heal {
+    sqllock::test::fault_proxy& proxy;
+    ~heal() {
+      proxy.pass();
+      proxy.cut_silenced();
+    }
+  } on_exit{*proxy};
+  proxy->blackhole();
+  EXPECT_THROW(g->release(250ms), sqllock::connection_lost);
+  const auto t0 = clock::now();
+  g.reset();
+  a.reset();  // the last owner of the client's engine
+  // About 1 s for the watchdog's re-send in flight and 1 s for the last try; slack for a busy
+  // machine, far below the 10 s statement bound.
+  EXPECT_LT(ms_since(t0), 3500) << "the client's destructor waited for a release into the partition";
 }
 
 // A COMMIT whose answer is lost after the server committed: the outcome is unknown to the caller,

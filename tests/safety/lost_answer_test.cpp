@@ -273,6 +273,17 @@ TEST(LostAnswer, APermitAcquireWhoseAnswerIsLostIsNeitherDoubledNorLeaked) {
   }
 }
 
+namespace {
+/// Lets the proxy pass again and resets the connections it silenced, however the test ends.
+struct healed_on_exit {
+  sqllock::test::fault_proxy& proxy;
+  ~healed_on_exit() {
+    proxy.pass();
+    proxy.cut_silenced();
+  }
+};
+}  // namespace
+
 // A release sent again by the watchdog into a short partition must not hold up the renewals of the
 // leases still held. Each re-send was bounded by io_timeout (10 s) alone: its connection, opened
 // during the partition, stayed silent after the network came back, and a lease of a few seconds
@@ -286,13 +297,7 @@ TEST(Partition, AReleaseSentAgainIntoASilentConnectionDoesNotHoldUpRenewals) {
   ASSERT_TRUE(kept);
   auto g = a.try_acquire(resent_name, {.ttl = 30s});
   ASSERT_TRUE(g);
-  struct heal {
-    sqllock::test::fault_proxy& proxy;
-    ~heal() {
-      proxy.pass();
-      proxy.cut_silenced();
-    }
-  } on_exit{*proxy};
+  const healed_on_exit on_exit{*proxy};
   proxy->blackhole();
   EXPECT_THROW(g->release(250ms), sqllock::connection_lost);
   // The watchdog sends the release again (after a 250 ms pause) into the partition, on a
@@ -326,13 +331,7 @@ TEST(Partition, AClientDestroyedWhileItsReleaseIsUnansweredReturnsAfterALastShor
   const auto name = unique_name("destroyed_unanswered");
   auto g = a->try_acquire(name, {.ttl = 30s});
   ASSERT_TRUE(g);
-  struct heal {
-    sqllock::test::fault_proxy& proxy;
-    ~heal() {
-      proxy.pass();
-      proxy.cut_silenced();
-    }
-  } on_exit{*proxy};
+  const healed_on_exit on_exit{*proxy};
   proxy->blackhole();
   EXPECT_THROW(g->release(250ms), sqllock::connection_lost);
   const auto t0 = clock::now();

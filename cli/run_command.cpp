@@ -259,6 +259,14 @@ class held_leases {
   /// Every lease may be relied on now: not lost and before its loss point and max_hold by this
   /// process's clock, even when the library's deadline thread has not yet reported it lost.
   bool usable() const noexcept { return permit_ ? permit_->usable() : multi_->usable(); }
+  /// Renew every lease now (the watchdog renews on its own schedule).
+  void renew() {
+    if (permit_) {
+      permit_->renew();
+    } else {
+      multi_->renew();
+    }
+  }
   void release() {
     if (permit_) {
       permit_->release();
@@ -559,6 +567,16 @@ int run_run(const common_options& common, const run_options& run_flags) {
       }
       print_error(std::string("could not check the name's other mode: ") + e.what());
       return exit_code::not_acquired;
+    }
+    if (!lost.load() && guard->usable() && guard->valid_until() - steady::now() < options.ttl / 2) {
+      // A fair lock handed over by its last holder is taken from the read that finds it, at the
+      // ticket's short TTL (fair_ticket_ttl), and the watchdog extends it to --ttl at once. run
+      // derives CMD's deadlines from valid_until: extend it here, before CMD starts, so CMD gets
+      // the lease it asked for. A failed renewal leaves the lease as the checks below find it.
+      try {
+        guard->renew();
+      } catch (const sqllock::error&) {
+      }
     }
     if (lost.load() || !guard->usable()) {
       // Lost between the acquisition and now (acquire_all already refuses a set with a lease lost

@@ -48,6 +48,10 @@ class SQLLOCK_EXPORT multi_lease_guard {
   /// owns().
   explicit operator bool() const noexcept { return owns(); }
 
+  /// Renew every lease now (lease_guard::renew; the watchdog does this on its own), in name order.
+  /// Every lease is tried even when one renewal throws; the first error (lease_lost,
+  /// connection_lost) is then rethrown. A no-op when finished.
+  void renew();
   /// Release every lease, in reverse name order. Every lease is released even when one release
   /// throws; the first error (lease_lost, connection_lost) is then rethrown. A no-op when finished.
   void release();

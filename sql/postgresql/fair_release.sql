@@ -5,7 +5,8 @@
 -- ticket's, the token grows (token + 1, at least the timeline's first token as in
 -- lease_acquire.sql), and the lease ends ttl_ms (the ticket's short TTL) from now, so a grantee
 -- that died meanwhile stalls the queue no longer than a dead waiter would. The grantee learns it
--- holds by its next poll (its acquire statement then finds its own live lease and extends it). The
+-- holds by its next poll (queue_state.sql answers the token: the grantee's watchdog then extends
+-- the lease to its own TTL; with auto_renew off its acquire statement extends it instead). The
 -- releaser's ticket is deleted whatever the owner check says (an abandoned waiter leaves the queue).
 -- A transaction guarding the lease (lease_guard.sql's FOR KEY SHARE) holds the hand-over off: the
 -- hand-over is a plain UPDATE, which that lock does not stop, and the grantee's acquire then finds

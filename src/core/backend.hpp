@@ -129,6 +129,10 @@ struct queue_outcome {
   std::int64_t seq = 0;    ///< its ticket's sequence number (increasing per name); 0 when unknown
   std::int64_t ahead = 0;  ///< live tickets ahead of it, the live holder's own ticket not counted
   bool mine = false;       ///< the lock row is already this owner's live lease (handed over)
+  /// When `mine` and the backend reads them (handed_lease_from_poll()): the handed-over lease's
+  /// token and its time left (database clock, at the read). Token 0: not read (the caller acquires).
+  std::int64_t token = 0;
+  std::chrono::milliseconds time_left{0};
 };
 
 /// One live ticket of a fair queue (not its holder's), for status.
@@ -277,6 +281,12 @@ class backend {
     (void)request;
     throw invalid_argument(std::string(kind()) + ": fair acquires are not supported");
   }
+  /// A read-only poll (queue_request::refresh false) that finds the lock row handed to the waiter
+  /// answers its token and time left, and the backend needs nothing more to count it as held: the
+  /// engine may then start the lease from that read, committing nothing (the hand-over committed
+  /// the token), and extend it to its own TTL by a renewal. False (MySQL, whose acquire also takes
+  /// the holder's wake-up lock): the waiter sends its acquire.
+  virtual bool handed_lease_from_poll() const noexcept { return false; }
   /// Delete this owner's ticket, if any.
   virtual void queue_leave(const std::string& owner, steady::time_point deadline) {
     (void)owner;

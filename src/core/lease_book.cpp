@@ -81,17 +81,19 @@ std::shared_ptr<lease_state> lease_book::reenter(const std::string& name, std::u
 
 std::shared_ptr<lease_state> lease_book::add(lease_ref ref, std::string holder, std::uint64_t scope,
                                              steady::time_point started, const lease_options& options,
-                                             const std::shared_ptr<lease_engine>& engine, steady::time_point now) {
-  if (now >= started + options.ttl - loss_margin(options.ttl)) return nullptr;
+                                             const std::shared_ptr<lease_engine>& engine, steady::time_point now,
+                                             std::optional<milliseconds> valid_for) {
+  const milliseconds ttl = valid_for ? std::min(*valid_for, options.ttl) : options.ttl;
+  if (now >= started + ttl - loss_margin(ttl)) return nullptr;
   auto a = std::make_shared<acquisition>();
   a->ref = std::move(ref);
   a->holder = std::move(holder);
   a->scope = scope;
   a->started = started;
   a->fair = options.fair;
-  a->valid_until.store(ticks(started + options.ttl), std::memory_order_release);
-  a->last_ttl = options.ttl;
-  a->next_renew = started + options.ttl / 3;
+  a->valid_until.store(ticks(started + ttl), std::memory_order_release);
+  a->last_ttl = ttl;
+  a->next_renew = ttl < options.ttl ? started : started + ttl / 3;
   auto h = std::make_shared<lease_state>();
   h->engine = engine;
   h->acq = a;

@@ -145,9 +145,13 @@ class lease_book {
   /// answer under a loaded server once returned such a lease 148 ms after its on_lost had run).
   /// `now` is the caller's reading of the clock, so its own checks (max_hold) and this one judge
   /// the same instant.
+  /// `valid_for`: the lease is known to last only that long from `started` (a fair lease read
+  /// after its hand-over, still at the ticket's TTL): its loss point follows from it and it is due
+  /// for renewal (to options.ttl) at once. Unset: options.ttl.
   std::shared_ptr<lease_state> add(lease_ref ref, std::string holder, std::uint64_t scope, steady::time_point started,
                                    const lease_options& options, const std::shared_ptr<lease_engine>& engine,
-                                   steady::time_point now = steady::now());
+                                   steady::time_point now = steady::now(),
+                                   std::optional<std::chrono::milliseconds> valid_for = std::nullopt);
 
   /// Drop a hold. Returns the release to send when it was the acquisition's last hold (nullopt for
   /// an inner hold: the lease stays). A hold is dropped at most once. Other holds already past their

@@ -191,7 +191,8 @@ lease_engine::~lease_engine() {
 
 std::shared_ptr<lease_state> lease_engine::record(const lease_ref& ref, std::uint64_t scope, steady::time_point started,
                                                   const lease_options& options, const std::string& what,
-                                                  const std::shared_ptr<lease_engine>& self) {
+                                                  const std::shared_ptr<lease_engine>& self,
+                                                  std::optional<milliseconds> valid_for) {
   const auto now = steady::now();
   if (options.max_hold.count() > 0 && now >= started + options.max_hold) {
     const auto late = std::chrono::duration_cast<milliseconds>(now - started);
@@ -204,7 +205,7 @@ std::shared_ptr<lease_state> lease_engine::record(const lease_ref& ref, std::uin
                          "not tried again (a max_hold shorter than the database's answer time can never be met)",
                      std::string(db_->kind()), "", "lease_acquire");
   }
-  auto h = book_.add(ref, label_, scope, started, options, self, now);
+  auto h = book_.add(ref, label_, scope, started, options, self, now, valid_for);
   if (!h) {
     log_message(options_, log_level::warning,
                 "the acquire of '" + ref.name + "' (token " + std::to_string(ref.token) +
@@ -623,13 +624,20 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
   // waiter takes after its poll anyway, is taken without a fresh look at the queue. Not handed
   // over yet (a wake-up for something else): back off as first in line; the ticket is renewed on
   // its schedule by a poll.
+  // Where the backend can (handed_lease_from_poll) and the lease renews itself, the hand-over is
+  // learnt from a read instead: the poll that finds the row handed to this owner answers its token
+  // and time left, and the lease starts from that read, committing nothing (the hand-over committed
+  // the token durably); its current expiry is the ticket's, so its loss point is computed from the
+  // time left read, and the watchdog extends it to options.ttl at once. A waiter woken first in line
+  // then sends that read alone (a renewal poll as due, like any poll).
+  const bool read_handover = options.auto_renew && db_->handed_lease_from_poll();
   steady::time_point renewed{};
   bool handover_due = false;
   auto attempt = [&]() -> std::shared_ptr<lease_state> {
     const auto t0 = steady::now();
     entered = true;
     const bool refresh_now = place.seq == 0 || t0 - renewed >= refresh / 2;
-    const bool direct = handover_due && !refresh_now && place.ahead == 0;
+    const bool direct = handover_due && !refresh_now && place.ahead == 0 && !read_handover;
     handover_due = false;
     if (!direct) {
       queue_request q{name, label_, owner, ticket_ttl, statement_deadline(t0, ticket_ttl, bounded, deadline),
@@ -644,6 +652,25 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
       }
     }
     flush_outbox_of(name, options.ttl, bounded, deadline);
+    if (read_handover && !direct && place.mine && place.token > 0) {
+      // Too little left of the handed lease to use it by the loss-point rule: the acquire below
+      // extends it (the same owner-checked statement as without the read).
+      if (auto h = record({name, owner, place.token}, scope, t0, options, "lock '" + name + "'", self,
+                          place.time_left)) {
+        last = {};
+        last.acquired = true;
+        last.token = place.token;
+        done = true;
+        schedule_renewal(*h->acq);  // due at once: the watchdog extends it to options.ttl
+        if (options_.log) {
+          log_message(options_, log_level::debug,
+                      "acquired '" + name + "' (fair, token " + std::to_string(place.token) +
+                          ", handed over, read; renewed to its TTL at once) after " +
+                          format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
+        }
+        return h;
+      }
+    }
     const auto t1 = steady::now();
     acquire_request req{name, label_, owner, options.ttl, statement_deadline(t1, options.ttl, bounded, deadline)};
     req.lane_deadline = lane_deadline_of(t1, req.deadline);

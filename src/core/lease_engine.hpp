@@ -104,10 +104,12 @@ class lease_engine final : public wake_sink, public std::enable_shared_from_this
   /// there, its row freed by owner id like a refused one. It is not tried again: each try would
   /// re-send the owner id, find its own row and extend it, and a database that answers slower than
   /// max_hold would so keep the name from everyone until the wait ran out (the reverted 99da586).
+  /// `valid_for`: see lease_book::add (a fair lease started from the read of its hand-over).
   /// Callers mark the row as possibly held by this call's owner id before calling.
   std::shared_ptr<lease_state> record(const lease_ref& ref, std::uint64_t scope, steady::time_point started,
                                       const lease_options& options, const std::string& what,
-                                      const std::shared_ptr<lease_engine>& self);
+                                      const std::shared_ptr<lease_engine>& self,
+                                      std::optional<std::chrono::milliseconds> valid_for = std::nullopt);
   /// acquire() in fair mode, past re-entry: take a ticket, poll it (renewing it) until it is the
   /// lowest live one or the lock was handed to it, then take the lock with the same owner id.
   std::shared_ptr<lease_state> acquire_fair(const std::string& name, const lease_options& options,

@@ -300,6 +300,10 @@ queue_outcome fake_backend::queue_poll(const queue_request& req) {
     if (auto it = db_->rows.find(req.name);
         it != db_->rows.end() && !it->second.holder.empty() && it->second.expires_at > now) {
       live_holder = it->second.owner;
+      if (live_holder == req.owner) {  // handed over: its token and time left
+        out.token = it->second.token;
+        out.time_left = std::chrono::duration_cast<milliseconds>(it->second.expires_at - now);
+      }
     }
     for (const auto& [seq, t] : db_->queue) {
       if (seq < out.seq && t.name == req.name && t.expires_at > now && t.owner != live_holder) ++out.ahead;

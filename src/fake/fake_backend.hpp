@@ -86,6 +86,7 @@ class fake_backend final : public backend {
   std::vector<lock_info> list_locks() override;
   std::optional<int> semaphore_permits(const std::string& name, int permits, steady::time_point deadline) override;
   queue_outcome queue_poll(const queue_request& request) override;
+  bool handed_lease_from_poll() const noexcept override { return true; }
   void queue_leave(const std::string& owner, steady::time_point deadline) override;
   std::vector<queue_waiter> list_queue() override;
   std::unique_ptr<session> begin(const transaction_options& options) override;

@@ -376,8 +376,14 @@ class postgresql_backend final : public backend {
     out.seq = field_int(r.get(), 0, 0);
     out.ahead = field_int(r.get(), 0, 1);
     out.mine = field_text(r.get(), 0, 2) == "t";
+    if (!req.refresh && out.mine && PQnfields(r.get()) >= 5 && !PQgetisnull(r.get(), 0, 3)) {
+      out.token = field_int(r.get(), 0, 3);
+      out.time_left = std::chrono::milliseconds(std::max<std::int64_t>(0, field_int(r.get(), 0, 4)));
+    }
     return out;
   }
+
+  bool handed_lease_from_poll() const noexcept override { return true; }
 
   void queue_leave(const std::string& owner, steady::time_point deadline) override {
     auto lock = lock_lane(caller_mutex_, deadline, backend_name, "queue_leave");

@@ -96,6 +96,18 @@ bool multi_lease_guard::owns() const noexcept {
   return !leases_.empty() && std::all_of(leases_.begin(), leases_.end(), [](const lease_guard& g) { return g.owns(); });
 }
 
+void multi_lease_guard::renew() {
+  std::exception_ptr first;
+  for (auto& l : leases_) {
+    try {
+      l.renew();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
+}
+
 void multi_lease_guard::release() {
   std::exception_ptr first;
   for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {

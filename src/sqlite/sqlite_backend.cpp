@@ -317,8 +317,17 @@ class sqlite_backend final : public backend {
     if (state.step(true)) {
       out.ahead = state.int_at(0);
       out.mine = state.int_at(1) != 0;
+      if (out.mine && state.text_at(2)) {
+        out.token = state.int_at(2);
+        out.time_left = std::chrono::milliseconds(std::max<std::int64_t>(0, state.int_at(3)));
+        // Held from this read on, as after an acquire: the byte lock tells waiters of other
+        // processes if this client dies (idempotent per owner; the release drops it).
+        waker_->hold(req.name, req.owner);
+      }
     }
   }
+
+  bool handed_lease_from_poll() const noexcept override { return true; }
 
   void queue_leave(const std::string& owner, steady::time_point deadline) override {
     auto lk = lock_lane(caller_mu_, deadline, kind_name, "queue_leave");

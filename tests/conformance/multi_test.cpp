@@ -119,6 +119,38 @@ TEST(MultiLock, ALeasePastItsLossPointIsNeverReturnedWhenTheDeadlineThreadIsLate
   EXPECT_FALSE(g.usable()) << "a released set is not usable";
 }
 
+// renew() renews every lease of the set (`sqllock run` relies on it for a fair lock taken at its
+// ticket's short TTL), and a lease that fails its owner check does not keep the others from being
+// renewed: the first error is thrown after all were tried.
+TEST(MultiLock, RenewExtendsEveryLeaseAndThrowsTheFirstErrorAfterTryingAll) {
+  auto a = make_client();
+  auto b = make_client();
+  auto n = names_of("multi_renew", 2);
+  std::sort(n.begin(), n.end());
+  const sqllock::lease_options opts{.ttl = 3s, .auto_renew = false};
+  auto g = sqllock::acquire_all(a, n, 5s, opts);
+  ASSERT_TRUE(g);
+  const auto before0 = g[0].valid_until();
+  const auto before1 = g[1].valid_until();
+  std::this_thread::sleep_for(200ms);
+  g.renew();
+  EXPECT_GE(g[0].valid_until() - before0, 150ms) << "the first lease was not renewed";
+  EXPECT_GE(g[1].valid_until() - before1, 150ms) << "the second lease was not renewed";
+  // The first name is released by force: its renewal fails, the second is still renewed.
+  ASSERT_TRUE(b.force_release(n[0]));
+  const auto kept = g[1].valid_until();
+  std::this_thread::sleep_for(200ms);
+  EXPECT_THROW(g.renew(), sqllock::lease_lost);
+  EXPECT_GE(g[1].valid_until() - kept, 150ms) << "a failed renewal kept the next lease from being renewed";
+  EXPECT_TRUE(g[0].lost());
+  EXPECT_FALSE(g[1].lost());
+  auto info = b.inspect(n[1]);
+  ASSERT_TRUE(info);
+  EXPECT_EQ(info->fencing_token, g[1].fencing_token());
+  EXPECT_THROW(g.release(), sqllock::lease_lost);  // the lost one; the other is freed
+  EXPECT_FALSE(b.inspect(n[1]));
+}
+
 TEST(MultiLock, OneNameHeldElsewhereLeavesNothingHeld) {
   auto a = make_client();
   auto b = make_client();

@@ -950,6 +950,39 @@ TEST(EngineFair, CancelledWaiterReleasesALeaseHandedToItMeanwhile) {
   EXPECT_EQ(db->rows["n"].token, held->acq->ref.token + 1);
 }
 
+// A waiter that its poll finds handed the lock takes the lease from that read: no acquire (no
+// commit) between the hand-over and its return; the lease, still at the ticket's TTL, is extended
+// to its own TTL by the watchdog at once (issue 16: one commit off the fair critical path).
+TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlAtOnce) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto& fb = dynamic_cast<d::fake_backend&>(eb->db());
+  auto held = ea->acquire("n", fair_opts(4s), 0ms, {}, false);
+  ASSERT_TRUE(held);
+  std::shared_ptr<d::lease_state> got;
+  std::jthread waiter([&] { got = eb->acquire("n", fair_opts(4s), milliseconds(10000), {}, true); });
+  const auto until = steady::now() + 5s;
+  while (eb->db().list_queue().empty() && steady::now() < until) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(eb->db().list_queue().size(), 1u);
+  const int acquires = fb.count(d::fake_op::acquire);
+  const int renewals = fb.count(d::fake_op::renew);
+  ea->release(*held);  // handed to the waiter (another client: found by its next poll)
+  waiter.join();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->acq->ref.token, held->acq->ref.token + 1);
+  EXPECT_EQ(fb.count(d::fake_op::acquire), acquires) << "the new holder sent an acquire after the hand-over";
+  const auto renewed_by = steady::now() + 2s;
+  while (fb.count(d::fake_op::renew) == renewals && steady::now() < renewed_by) std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(fb.count(d::fake_op::renew), renewals + 1) << "the handed lease was not extended at once";
+  {
+    std::lock_guard lk(db->mu);
+    EXPECT_GT(db->rows["n"].expires_at - steady::now(), 6s) << "not extended to its own TTL (10 s)";
+  }
+  EXPECT_GT(got->acq->valid_until_time() - steady::now(), 6s);
+  eb->release(*got);
+}
+
 // A bounded fair wait that ends without a lease leaves the queue (its ticket deleted, a lease
 // handed to it meanwhile passed on) within its bound plus the grace, like every other statement of
 // the wait: unanswered (a partition), the leave goes to the outbox and is sent again later. The

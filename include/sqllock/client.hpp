@@ -233,8 +233,9 @@ class SQLLOCK_EXPORT lease_guard {
   /// its last successful acquire or renew plus its TTL. No other client can take it over before.
   /// Fair mode (lease_options::fair) with auto_renew, on PostgreSQL and SQLite: a lock handed over
   /// by its last holder is taken from the read that finds it, committing nothing, and until the
-  /// watchdog's first renewal (sent at once) it lasts only what its hand-over gave it (the
-  /// ticket's fair_ticket_ttl, less the time since); call renew() to wait for the full TTL.
+  /// watchdog's first renewal (due at a third of that, as for any lease) it lasts only what its
+  /// hand-over gave it (the ticket's fair_ticket_ttl, less the time since); call renew() to have
+  /// the full TTL ahead at once.
   std::chrono::steady_clock::time_point valid_until() const;
   /// The lock table the lease lives in (client_options::table of its client).
   const std::string& lock_table() const;

@@ -93,7 +93,11 @@ std::shared_ptr<lease_state> lease_book::add(lease_ref ref, std::string holder, 
   a->fair = options.fair;
   a->valid_until.store(ticks(started + ttl), std::memory_order_release);
   a->last_ttl = ttl;
-  a->next_renew = ttl < options.ttl ? started : started + ttl / 3;
+  // A lease known to last less than its TTL (a fair hand-over read, at the ticket's TTL) is renewed
+  // on the usual schedule of what it has, a third of it, and the renewal asks for its full TTL: a
+  // hold shorter than that (the common case of a fair queue) is released before any renewal, so
+  // the hand-over's is the only commit of the cycle.
+  a->next_renew = started + ttl / 3;
   auto h = std::make_shared<lease_state>();
   h->engine = engine;
   h->acq = a;

@@ -628,7 +628,7 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
   // learnt from a read instead: the poll that finds the row handed to this owner answers its token
   // and time left, and the lease starts from that read, committing nothing (the hand-over committed
   // the token durably); its current expiry is the ticket's, so its loss point is computed from the
-  // time left read, and the watchdog extends it to options.ttl at once. A waiter woken first in line
+  // time left read, and the watchdog extends it to options.ttl on that shorter lease's schedule. A waiter woken first in line
   // then sends that read alone (a renewal poll as due, like any poll).
   const bool read_handover = options.auto_renew && db_->handed_lease_from_poll();
   steady::time_point renewed{};
@@ -661,11 +661,11 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
         last.acquired = true;
         last.token = place.token;
         done = true;
-        schedule_renewal(*h->acq);  // due at once: the watchdog extends it to options.ttl
+        schedule_renewal(*h->acq);  // at a third of the time left: the watchdog extends it to options.ttl
         if (options_.log) {
           log_message(options_, log_level::debug,
                       "acquired '" + name + "' (fair, token " + std::to_string(place.token) +
-                          ", handed over, read; renewed to its TTL at once) after " +
+                          ", handed over, read at " + format_ms(place.time_left) + " left) after " +
                           format_ms(std::chrono::duration_cast<milliseconds>(steady::now() - start)));
         }
         return h;

@@ -953,7 +953,11 @@ TEST(EngineFair, CancelledWaiterReleasesALeaseHandedToItMeanwhile) {
 // A waiter that its poll finds handed the lock takes the lease from that read: no acquire (no
 // commit) between the hand-over and its return; the lease, still at the ticket's TTL, is extended
 // to its own TTL by the watchdog at once (issue 16: one commit off the fair critical path).
-TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlAtOnce) {
+// The new holder of a hand-over takes it from its read (no acquire statement) at what the hand-over
+// gave it, the ticket's TTL, and the watchdog extends it to its own TTL on the usual schedule of
+// that shorter lease (a third of it): not at once, so a hold shorter than that commits nothing of
+// its own, and well before its loss point.
+TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlOnItsSchedule) {
   auto db = std::make_shared<d::fake_database>();
   auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
   auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
@@ -972,9 +976,14 @@ TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlAtOnce) {
   ASSERT_TRUE(got);
   EXPECT_EQ(got->acq->ref.token, held->acq->ref.token + 1);
   EXPECT_EQ(fb.count(d::fake_op::acquire), acquires) << "the new holder sent an acquire after the hand-over";
+  EXPECT_LT(got->acq->valid_until_time() - steady::now(), 4s) << "started from the hand-over's ticket TTL";
+  // Due at a third of the 4 s it has (batched from a sixth on): nothing is renewed in the first
+  // 500 ms (a hold that short commits nothing of its own), then it is renewed before its loss point.
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(fb.count(d::fake_op::renew), renewals) << "the handed lease was renewed at once";
   const auto renewed_by = steady::now() + 2s;
   while (fb.count(d::fake_op::renew) == renewals && steady::now() < renewed_by) std::this_thread::sleep_for(5ms);
-  EXPECT_EQ(fb.count(d::fake_op::renew), renewals + 1) << "the handed lease was not extended at once";
+  EXPECT_EQ(fb.count(d::fake_op::renew), renewals + 1) << "the handed lease was not extended on its schedule";
   {
     std::lock_guard lk(db->mu);
     EXPECT_GT(db->rows["n"].expires_at - steady::now(), 6s) << "not extended to its own TTL (10 s)";

@@ -59,6 +59,18 @@ std::string create_table(const std::string& name) {
   return "CREATE TABLE " + name + " (id INTEGER PRIMARY KEY, note VARCHAR(100));\n";
 }
 
+/// The set-up of the lease tests below: writes two migrations into `dir` (0001_a.sql and
+/// 0002_b.sql, each creating a table of its own) and returns options with a history table of
+/// their own.
+migrate_options two_migrations_in(const temp_dir& dir) {
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  return options_for(unique_name("hist"));
+}
+
+/// The name of the lease a run with options `o` holds.
+std::string migration_lease(const migrate_options& o) { return "sqllock:migrations:" + o.history_table; }
+
 std::vector<std::int64_t> versions(const std::vector<sqllock::migration_record>& rows) {
   std::vector<std::int64_t> v;
   for (const auto& r : rows) v.push_back(r.version);
@@ -425,11 +437,9 @@ TEST(Migrate, StartsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported)
   ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
 
   temp_dir dir;
-  dir.write("0001_a.sql", create_table(unique_name("m_a")));
-  dir.write("0002_b.sql", create_table(unique_name("m_b")));
-  auto o = options_for(unique_name("hist"));
+  auto o = two_migrations_in(dir);
+  const std::string lease = migration_lease(o);
   o.lock_ttl = 600ms;
-  const std::string lease = "sqllock:migrations:" + o.history_table;
   std::vector<std::int64_t> started_on_a_free_lease;
   o.on_start = [&](std::int64_t version, const std::string&) {
     if (auto other = probe.try_acquire(lease, {.ttl = 1s, .auto_renew = false})) {
@@ -476,11 +486,9 @@ TEST(Migrate, RunsNoMigrationStatementWhileAnotherMigratorHoldsTheLease) {
   auto blocker = make_client();
   auto other = make_client();
   temp_dir dir;
-  dir.write("0001_a.sql", create_table(unique_name("m_a")));
-  dir.write("0002_b.sql", create_table(unique_name("m_b")));
-  auto o = options_for(unique_name("hist"));
+  auto o = two_migrations_in(dir);
+  const std::string lease = migration_lease(o);
   o.lock_ttl = 600ms;
-  const std::string lease = "sqllock:migrations:" + o.history_table;
   std::optional<sqllock::lease_guard> taken;
   std::atomic<bool> other_holds{false};
   std::thread releaser;
@@ -537,10 +545,8 @@ TEST(MigrateServersOnly, AFullyAppliedRunWhoseLeaseIsGoneAtItsReleaseReportsWhat
   auto c = make_client();
   auto admin = make_client();
   temp_dir dir;
-  dir.write("0001_a.sql", create_table(unique_name("m_a")));
-  dir.write("0002_b.sql", create_table(unique_name("m_b")));
-  auto o = options_for(unique_name("hist"));
-  const std::string lease = "sqllock:migrations:" + o.history_table;
+  auto o = two_migrations_in(dir);
+  const std::string lease = migration_lease(o);
   bool forced = false;
   o.before_commit = [&](std::int64_t version) {
     if (version == 2) forced = admin.force_release(lease);

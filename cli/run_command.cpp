@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -58,6 +59,7 @@ constexpr unsigned char lease_lost_byte = 0xFF;
 constexpr unsigned char stop_watcher_byte = 0xFE;
 constexpr unsigned char at_risk_byte = 0xFD;
 constexpr unsigned char renewed_byte = 0xFC;
+constexpr unsigned char released_byte = 0xFB;
 
 /// Write end of the self-pipe; the signal handlers and the on_lost callback write one byte each.
 std::atomic<int> wake_write_fd{-1};
@@ -333,6 +335,40 @@ std::vector<std::string> child_environment(const held_leases& guard, const std::
   env.push_back("SQLLOCK_HOLDER=" + guard.first().holder_id());
   if (guard.permit() >= 0) env.push_back("SQLLOCK_PERMIT=" + std::to_string(guard.permit()));
   return env;
+}
+
+/// Release what run holds once CMD has ended (or could not start), on a thread of its own, while
+/// this thread watches the wake pipe. In a partition the release waits for the database up to 10 s
+/// (the library's io_timeout, or less: the lease's loss point). A forwarded signal (INT, TERM, HUP,
+/// QUIT) in that time ends the wait at once: run exits 128+N without the release's answer and the
+/// lock, released or not, is left to expire at its TTL (nothing CMD started is left by now). The
+/// exit is _exit: the release's thread still uses the client, which no destructor may touch.
+/// The release's own error, if any, is rethrown here.
+void release_after_command(held_leases& guard, const wake_pipe& pipe, const std::string& shown) {
+  std::exception_ptr failure;
+  std::thread releaser([&] {
+    try {
+      guard.release();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    wake(released_byte);
+  });
+  for (;;) {
+    for (unsigned char byte : pipe.wait(-1)) {
+      if (byte == released_byte) {
+        releaser.join();
+        if (failure) std::rethrow_exception(failure);
+        return;
+      }
+      if (is_forwarded(byte)) {
+        print_error("interrupted (" + std::string(::strsignal(byte)) + ") while releasing " + shown +
+                    " after the command ended; the lock is left to expire at its TTL");
+        std::fflush(nullptr);
+        ::_exit(128 + byte);
+      }
+    }
+  }
 }
 
 int exit_code_of(int status) {
@@ -636,7 +672,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
       if (take_terminal) set_terminal_foreground(::getpgrp());
       print_error(printable(options.command.front()) + ": " + std::strerror(child.exec_errno()));
       try {
-        guard->release();
+        release_after_command(*guard, pipe, shown);
       } catch (const sqllock::error& e) {
         print_error(std::string("release failed: ") + e.what());
       }
@@ -778,7 +814,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
     if (stopped_for == stop_reason::max_hold && command_stopped) {
       // Still ours (unless lost since): release it now that nothing CMD started is left.
       try {
-        guard->release();
+        release_after_command(*guard, pipe, shown);
       } catch (const sqllock::error& e) {
         print_error(std::string("release after --max-hold failed (") + e.what() + "); it expires by its TTL");
       }
@@ -791,7 +827,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
       bool released = false;
       const bool found_lost = lost.load() || guard->lost() || stopped_for == stop_reason::lost;
       try {
-        guard->release();
+        release_after_command(*guard, pipe, shown);
         released = !found_lost && !guard->lost();
       } catch (const sqllock::error&) {
         // Expected: the owner check refuses a lost lease.
@@ -808,7 +844,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
                   " is passed on");
     }
     try {
-      guard->release();
+      release_after_command(*guard, pipe, shown);
     } catch (const sqllock::lease_lost& e) {
       print_error("lease on " + shown +
                   " was found lost at release; the command may have run unprotected: " + e.what());

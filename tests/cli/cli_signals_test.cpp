@@ -1,5 +1,6 @@
 // End-to-end tests of the `sqllock` command on SQLite (suite `cli`, split by topic over
-// cli_*_test.cpp, issue 12; fixture in cli_fixture.hpp): signals forwarded to CMD, a lost lease (76), and sqllock dying.
+// cli_*_test.cpp, issue 12; fixture in cli_fixture.hpp): signals forwarded to CMD, a lost lease (76), and sqllock dying;
+// a signal during the release after CMD, through a fault proxy (server_proxy_fixture.hpp).
 #include <signal.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,6 +26,7 @@
 
 #include "process_runner.hpp"
 #include "cli_fixture.hpp"
+#include "server_proxy_fixture.hpp"
 #include "sqlite_fixture.hpp"
 #include "terminal_session.hpp"
 
@@ -139,5 +141,65 @@ TEST_F(cli, sighup_is_forwarded_unless_ignored_at_start) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(trimmed_file("nohup"), "survived");
 }
+
+}  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// run: a signal during the release after CMD ended, through a fault proxy in front of a server.
+
+/// Waits up to `timeout` for `what`; true once it holds.
+template <typename F>
+bool wait_until(F what, std::chrono::milliseconds timeout) {
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (!what()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+// After CMD ends, run releases the lock; in a partition that release waits for the database up to
+// 10 s, and SIGINT/SIGTERM sent meanwhile were read only once it gave up (run then exited with
+// CMD's code, 10 s later). A signal in that window ends the wait at once: run exits 128+N, and the
+// lock, whose release did not reach the server, is left to expire at its TTL.
+TEST_P(cli_through_proxy, a_signal_during_the_release_after_the_command_stops_the_wait_at_once) {
+  for (const int signo : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(::strsignal(signo));
+    const std::string name = "job-" + std::to_string(signo);
+    const std::string started = "started-" + std::to_string(signo), go = "go-" + std::to_string(signo);
+    proxy().pass();
+    // TTL 60 s: no renewal is due (at TTL/3) while the test runs; the release's bound is 10 s.
+    auto p = start(run_args(name, {"--ttl", "60s", "--holder", "partitioned"},
+                            "echo x > " + path(started) + "; while [ ! -e " + path(go) +
+                                " ]; do sleep 0.02; done; exit 3"));
+    ASSERT_TRUE(wait_for_file(path(started)));
+    const auto dropped_before = proxy().bytes_dropped();
+    proxy().blackhole();
+    write_file(go, "x");  // CMD exits 3; run sends the release into the partition
+    ASSERT_TRUE(wait_until([&] { return proxy().bytes_dropped() > dropped_before; }, 10s))
+        << "the release never reached the proxy";
+    const auto signalled = std::chrono::steady_clock::now();
+    ::kill(p->pid(), signo);
+    const auto r = p->wait(30s);
+    const auto took = std::chrono::steady_clock::now() - signalled;
+    EXPECT_EQ(r.exit_code, 128 + signo) << r.err;
+    EXPECT_LT(took, 5s) << "the signal waited for the release's 10 s bound: " << r.err;
+    EXPECT_NE(r.err.find("left to expire at its TTL"), std::string::npos) << r.err;
+    proxy().pass();
+    // The release never reached the server: the lock is still held, until its TTL.
+    const auto locks = direct_status_json();
+    ASSERT_EQ(locks.items.size(), 1u);
+    EXPECT_EQ(locks.items[0].at("name").text, name);
+    EXPECT_EQ(locks.items[0].at("holder").text, "partitioned");
+    EXPECT_GT(locks.items[0].at("time_left_ms").number, 20000);
+    const auto freed = sqllock({"release", "--url", direct_url(), "--name", name, "--force"});
+    EXPECT_EQ(freed.exit_code, 0) << freed.err;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(servers, cli_through_proxy, ::testing::Values("postgresql", "mysql"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace

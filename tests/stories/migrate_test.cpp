@@ -59,6 +59,18 @@ std::string create_table(const std::string& name) {
   return "CREATE TABLE " + name + " (id INTEGER PRIMARY KEY, note VARCHAR(100));\n";
 }
 
+/// The set-up of the lease tests below: writes two migrations into `dir` (0001_a.sql and
+/// 0002_b.sql, each creating a table of its own) and returns options with a history table of
+/// their own.
+migrate_options two_migrations_in(const temp_dir& dir) {
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_b.sql", create_table(unique_name("m_b")));
+  return options_for(unique_name("hist"));
+}
+
+/// The name of the lease a run with options `o` holds.
+std::string migration_lease(const migrate_options& o) { return "sqllock:migrations:" + o.history_table; }
+
 std::vector<std::int64_t> versions(const std::vector<sqllock::migration_record>& rows) {
   std::vector<std::int64_t> v;
   for (const auto& r : rows) v.push_back(r.version);
@@ -425,11 +437,9 @@ TEST(Migrate, StartsNoMigrationOnALeasePastItsLossPointWhileTheLossIsUnreported)
   ASSERT_TRUE(stall.holding()) << "the deadline thread was never held up";
 
   temp_dir dir;
-  dir.write("0001_a.sql", create_table(unique_name("m_a")));
-  dir.write("0002_b.sql", create_table(unique_name("m_b")));
-  auto o = options_for(unique_name("hist"));
+  auto o = two_migrations_in(dir);
+  const std::string lease = migration_lease(o);
   o.lock_ttl = 600ms;
-  const std::string lease = "sqllock:migrations:" + o.history_table;
   std::vector<std::int64_t> started_on_a_free_lease;
   o.on_start = [&](std::int64_t version, const std::string&) {
     if (auto other = probe.try_acquire(lease, {.ttl = 1s, .auto_renew = false})) {
@@ -476,11 +486,9 @@ TEST(Migrate, RunsNoMigrationStatementWhileAnotherMigratorHoldsTheLease) {
   auto blocker = make_client();
   auto other = make_client();
   temp_dir dir;
-  dir.write("0001_a.sql", create_table(unique_name("m_a")));
-  dir.write("0002_b.sql", create_table(unique_name("m_b")));
-  auto o = options_for(unique_name("hist"));
+  auto o = two_migrations_in(dir);
+  const std::string lease = migration_lease(o);
   o.lock_ttl = 600ms;
-  const std::string lease = "sqllock:migrations:" + o.history_table;
   std::optional<sqllock::lease_guard> taken;
   std::atomic<bool> other_holds{false};
   std::thread releaser;
@@ -537,10 +545,8 @@ TEST(MigrateServersOnly, AFullyAppliedRunWhoseLeaseIsGoneAtItsReleaseReportsWhat
   auto c = make_client();
   auto admin = make_client();
   temp_dir dir;
-  dir.write("0001_a.sql", create_table(unique_name("m_a")));
-  dir.write("0002_b.sql", create_table(unique_name("m_b")));
-  auto o = options_for(unique_name("hist"));
-  const std::string lease = "sqllock:migrations:" + o.history_table;
+  auto o = two_migrations_in(dir);
+  const std::string lease = migration_lease(o);
   bool forced = false;
   o.before_commit = [&](std::int64_t version) {
     if (version == 2) forced = admin.force_release(lease);
@@ -663,6 +669,56 @@ TEST(MigrateCommand, FourProcessesApplyEachMigrationOnceInOrder) {
   }
   EXPECT_EQ(versions(sqllock::migration_history(c, options_for(history))),
             (std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}));
+}
+
+/// What a `migrate --dir` run printed shows: each of `files` applied, in that order, then the
+/// version reached and how many it applied now.
+void expect_reported_applied(const process_result& r, const std::vector<std::string>& files, int version) {
+  std::size_t at = 0;
+  for (const auto& f : files) {
+    const auto found = r.out.find("applied " + f + " (", at);
+    ASSERT_NE(found, std::string::npos) << f << " not reported applied (in order): " << r.out;
+    at = found + 1;
+  }
+  EXPECT_NE(r.out.find("migrations at version " + std::to_string(version) + " (" + std::to_string(files.size()) +
+                       " applied now)"),
+            std::string::npos)
+      << r.out;
+}
+
+// A fully applied run exits 0 and prints each migration it applied, in order, and the version
+// reached; run again, it applies nothing, says so and exits 0.
+TEST(MigrateCommand, AFullyAppliedRunExits0AndPrintsWhatItApplied) {
+  temp_dir dir;
+  const auto o = two_migrations_in(dir);
+  const auto r = run_cli(migrate_args(dir, o.history_table));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  expect_reported_applied(r, {"0001_a.sql", "0002_b.sql"}, 2);
+  auto c = make_client();
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
+  const auto again = run_cli(migrate_args(dir, o.history_table));
+  EXPECT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out.find("applied 0"), std::string::npos) << again.out;
+  expect_reported_applied(again, {}, 2);
+}
+
+// The command's side of MigrateServersOnly.AFullyAppliedRunWhoseLeaseIsGoneAtItsReleaseReportsWhatItApplied:
+// the migration lease is freed inside the last migration (its own statement clears the lease's
+// owner in the lock table, as a force release does), so the run's final release fails its owner
+// check after every migration committed. The run exits 0 and prints what it applied.
+TEST(MigrateCommandServersOnly, AFullyAppliedRunWhoseLeaseIsGoneAtItsReleaseExits0AndPrintsWhatItApplied) {
+  temp_dir dir;
+  const auto history = unique_name("hist");
+  const auto o = options_for(history);
+  dir.write("0001_a.sql", create_table(unique_name("m_a")));
+  dir.write("0002_frees_the_lease.sql", "UPDATE sqllock_locks SET holder_id = NULL, owner = NULL, hold_count = 0 "
+                                        "WHERE name = '" + migration_lease(o) + "';\n");
+  const auto r = run_cli(migrate_args(dir, history));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  expect_reported_applied(r, {"0001_a.sql", "0002_frees_the_lease.sql"}, 2);
+  auto c = make_client();
+  EXPECT_EQ(versions(sqllock::migration_history(c, o)), (std::vector<std::int64_t>{1, 2}));
+  EXPECT_FALSE(c.inspect(migration_lease(o)).has_value()) << "the lease was not freed by the last migration";
 }
 
 TEST(MigrateCommand, KilledMigratorLeavesNoStuckLockAndNoHalfMigration) {

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <random>
+#include <stop_token>
 #include <thread>
 #include <tuple>
 
@@ -127,6 +130,15 @@ std::shared_ptr<lease_state> ride_out(Try&& attempt, bool waits, lost_try& lost,
     log_message(log, log_level::info, what + " will be retried: " + e.what());
     return nullptr;
   }
+}
+
+/// Sleeps until `until`, or throws cancelled(`what`) as soon as `stop` is requested.
+void sleep_unless_stopped(const std::stop_token& stop, steady::time_point until, const std::string& what) {
+  std::mutex mu;
+  std::condition_variable_any cv;
+  std::unique_lock lk(mu);
+  cv.wait_until(lk, stop, until, [] { return false; });
+  if (stop.stop_requested()) throw cancelled(what);
 }
 
 /// The waiting loop of a plain lock and of a semaphore's permits: FIFO among this client's waiters
@@ -534,8 +546,12 @@ std::shared_ptr<lease_state> lease_engine::acquire_permit(std::string_view name_
       }
       if (!waits || steady::now() >= deadline) return give_up();
       if (stop.stop_requested()) throw cancelled("acquire of a permit of semaphore '" + name + "' cancelled");
-      // After a loss (which may come back at once: a refused connection), not in a tight loop.
-      if (lost.error) std::this_thread::sleep_until(std::min(deadline, steady::now() + options_.poll_min));
+      // After a loss (which may come back at once: a refused connection), not in a tight loop; a
+      // stop request ends the pause at once.
+      if (lost.error) {
+        sleep_unless_stopped(stop, std::min(deadline, steady::now() + options_.poll_min),
+                             "acquire of a permit of semaphore '" + name + "' cancelled");
+      }
     }
     if (stored != permits) {
       throw invalid_argument("semaphore '" + name + "' has " + std::to_string(stored) + " permits; asked with " +

@@ -339,6 +339,38 @@ TEST(ReadWrite, WriterThatGivesUpLeavesNothingHeld) {
   EXPECT_TRUE(other.try_acquire_write(name));
 }
 
+// A reader that queued behind a waiting writer's preference gets in once that writer gives up,
+// well before the writer's lease TTL: the preference ends with the writer's wait.
+TEST(ReadWrite, ReadersWaitingBehindAWriterThatTimesOutGetIn) {
+  const auto name = unique_name("rw_pref_timeout");
+  auto r1 = make_client(), wc = make_client(), r2 = make_client();
+  auto first = r1.acquire_read_for(name, 5s, {.ttl = 60s});
+  std::atomic<bool> writer_timed_out{false};
+  clock::time_point writer_gave_up{};
+  std::jthread writer([&] {
+    try {
+      auto g = wc.acquire_write_for(name, 2000ms, {.ttl = 60s});
+      ADD_FAILURE() << "the writer got in beside a live reader";
+    } catch (const sqllock::acquire_timeout&) {
+      writer_gave_up = clock::now();
+      writer_timed_out = true;
+    }
+  });
+  const auto t0 = clock::now();
+  bool blocked = false;
+  while (ms_since(t0) < 1500 && !(blocked = !r2.try_acquire_read(name).has_value())) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(blocked) << "the waiting writer never kept a new reader out";
+  // r2 now waits behind the writer's preference; the writer gives up about 2 s into its wait.
+  std::optional<sqllock::lease_guard> second;
+  EXPECT_NO_THROW(second = r2.acquire_read_for(name, 20s)) << "a reader stayed out after the writer gave up";
+  const auto got_at = clock::now();
+  writer.join();
+  ASSERT_TRUE(writer_timed_out.load());
+  ASSERT_TRUE(second);
+  EXPECT_GE(got_at, writer_gave_up - 500ms) << "the reader passed a writer still waiting";
+  EXPECT_LT(got_at - writer_gave_up, 10s) << "the reader waited for the writer's lease, not its wait";
+}
+
 // One fencing sequence per name (DESIGN.md, Safety): every acquisition of the name, read or write,
 // by any client or scope, after a release, a downgrade or an expired lease, gets a token strictly
 // greater than every token the name had before. Tokens are recorded in grant order.

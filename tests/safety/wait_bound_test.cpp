@@ -4,8 +4,11 @@
 // caller for its own 2 s bound.
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <iostream>
+#include <mutex>
 #include <optional>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -213,4 +216,54 @@ TEST(Partition, AWaitEndsInTimeWhileAnotherWaiterOfItsClientStartsWatchingThroug
   EXPECT_LT(waited.load(), 2000 + 250 + 300);
   proxy->pass();
   second.join();
+}
+
+// A permit wait that cannot reach the database while it stores the semaphore's permit count sleeps
+// poll_min between tries; a stop request during that sleep ends the call at once. It slept on
+// (std::this_thread::sleep_until) and saw the request only after poll_min.
+TEST(Partition, APermitWaitRetryingItsFirstUseEndsWhenStoppedDuringItsPause) {
+  auto proxy = make_proxy();
+  std::mutex mu;
+  std::condition_variable cv;
+  int retries = 0;
+  sqllock::client_options o{.notifications = false, .poll_min = 60s, .poll_max = 60s};
+  o.log = [&](sqllock::log_level, std::string_view m) {
+    if (m.find("storing the permit count") == std::string_view::npos || m.find("will be retried") == std::string_view::npos) {
+      return;
+    }
+    std::lock_guard lk(mu);
+    ++retries;
+    cv.notify_all();
+  };
+  auto a = sqllock::connect(proxy->wrap_url(hooks().url), o);
+  {
+    auto warm = a.try_acquire(unique_name("permit_stop_warm"));  // a's connection is open
+    ASSERT_TRUE(warm);
+  }
+  proxy.reset();  // the server is unreachable: connections are reset and refused
+  std::stop_source stop;
+  std::atomic<bool> cancelled{false};
+  std::atomic<bool> ended{false};
+  std::jthread waiter([&] {
+    try {
+      auto g = a.acquire_permit(unique_name("permit_stop"), 2, {.ttl = 10s}, stop.get_token());
+    } catch (const sqllock::cancelled&) {
+      cancelled = true;
+    } catch (const std::exception& e) {
+      std::cerr << "unexpected: " << e.what() << "\n";
+    }
+    ended = true;
+  });
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 20s, [&] { return retries > 0; })) << "the first try of the count never failed";
+  }
+  std::this_thread::sleep_for(200ms);  // past the log line, into the pause (not an assertion)
+  const auto t0 = clock::now();
+  stop.request_stop();
+  waiter.join();
+  EXPECT_TRUE(cancelled);
+  EXPECT_TRUE(ended);
+  // A wake-up claim with a generous bound: far under the 60 s pause it slept through before.
+  EXPECT_LT(ms_since(t0), 10000);
 }

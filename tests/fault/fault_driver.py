@@ -33,6 +33,15 @@ FAKETIME_LIB_CANDIDATES = [
 ]
 
 
+def proc_state(pid):
+    """The one-letter state of process `pid` (/proc/PID/stat: R, S, D, T, Z, ...), None when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def now_us():
     return time.monotonic_ns() // 1000  # CLOCK_MONOTONIC, the clock the workers log
 
@@ -81,6 +90,7 @@ class Proc:
         self.holding = None  # (name, token) of the last A line
         self.last_progress = now_us()
         self.stopped_until = None
+        self.stop_seen = None  # CLOCK_MONOTONIC µs when last seen stopped (SIGSTOP)
         self.killed_by_us = False
         self.stall_reported = False
         self.exit_code = None
@@ -470,6 +480,17 @@ class Driver:
             tnow = now_us()
             for p in list(slots.values()):
                 p.poll_log()
+                if p.stopped_until and proc_state(p.pid) not in ("T", "Z", "X", None):
+                    # Running again before the driver continued it: something else sent SIGCONT (a
+                    # test or tool on the same machine). The stop ended when it was last seen
+                    # stopped; what the worker did after that is judged as running, not frozen.
+                    p.stop_event["t_end"] = p.stop_seen
+                    p.stop_event["continued_early"] = True
+                    self.faults["stop_continued_early"] = self.faults.get("stop_continued_early", 0) + 1
+                    p.stopped_until = None
+                    p.last_progress = now_us()
+                elif p.stopped_until:
+                    p.stop_seen = now_us()
                 if p.stopped_until and time.monotonic() >= p.stopped_until:
                     self.signal(p, signal.SIGCONT)
                     ev = p.stop_event
@@ -623,7 +644,14 @@ class Driver:
             dur = self.ttl_top / 1000 * self.rng.uniform(1.5, 2.5)
             if self.signal(p, signal.SIGSTOP):
                 self.faults["stop"] += 1
-                ev = dict(kind="stop", t=now_us(), pid=p.pid, holding=holding, t_end=None)
+                t = now_us()
+                # The stop is in force once the process shows it (state T); it is then watched, so
+                # that a SIGCONT from elsewhere ends the stop where it really ended (see run()).
+                until = time.monotonic() + 1.0
+                while proc_state(p.pid) not in ("T", "Z", "X", None) and time.monotonic() < until:
+                    time.sleep(0.001)
+                p.stop_seen = now_us()
+                ev = dict(kind="stop", t=t, pid=p.pid, holding=holding, t_end=None)
                 self.events.append(ev)
                 p.stop_event = ev
                 p.stopped_until = time.monotonic() + dur

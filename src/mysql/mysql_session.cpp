@@ -6,6 +6,7 @@
 #include <cctype>
 #include <string_view>
 #include <map>
+#include <optional>
 #include <variant>
 
 #include "mysql/mysql_connection.hpp"
@@ -53,6 +54,7 @@ bool number_text(std::string_view s) {
 struct index_cache {
   std::mutex mutex;
   std::map<std::string, usable_index> usable;
+  std::map<std::string, bool> numeric;  ///< schema.table.column: holds numbers (cas, fenced_update)
 };
 index_cache& indexes() {
   static index_cache cache;
@@ -151,6 +153,7 @@ class mysql_session final : public session {
     const std::string table = quote_identifier(request.table, dialect::mysql);
     const std::string version = quote_identifier(request.version_column, dialect::mysql);
     if (request.key.empty()) throw invalid_argument("cas: the key must name at least one column");
+    refuse_text_keys_on_number_columns("cas", request.table, request.key);
     std::string sql = "UPDATE " + table + " SET ";
     std::vector<value> params;
     for (const auto& [column, v] : request.set) {
@@ -225,6 +228,7 @@ class mysql_session final : public session {
 
   fenced_update_result fenced_update(const fenced_update_request& request) override {
     require_active("fenced_update");
+    refuse_text_keys_on_number_columns("fenced_update", request.table, request.key);
     const std::string table = quote_identifier(request.table, dialect::mysql);
     const std::string fence = quote_identifier(request.fence_column, dialect::mysql);
     std::string sql = "UPDATE " + table + " SET ";
@@ -464,6 +468,46 @@ class mysql_session final : public session {
       }
     }
     return index;
+  }
+
+  /// A key given as text that is no number, for a column that holds numbers, would be read as 0 or
+  /// as its leading digits and select another row (`WHERE id = 'two'` is `WHERE id = 0`): refused
+  /// (invalid_argument) before anything is written, as lock_rows refuses it. The column's type is
+  /// looked up only for such a key, and cached.
+  void refuse_text_keys_on_number_columns(const char* what, const std::string& table_id,
+                                          const std::vector<std::pair<std::string, value>>& key) {
+    for (const auto& [column, v] : key) {
+      const auto* text = std::get_if<std::string>(&v);
+      if (text == nullptr || number_text(*text)) continue;
+      auto [schema, table] = split_table(table_id);
+      if (schema.empty()) schema = conn_->traits().database;
+      const std::string cache_key = schema + '.' + table + '.' + column;
+      std::optional<bool> numeric;
+      {
+        std::lock_guard lock(indexes().mutex);
+        if (auto it = indexes().numeric.find(cache_key); it != indexes().numeric.end()) numeric = it->second;
+      }
+      if (!numeric) {
+        result_rows rows;
+        try {
+          rows = conn_->query(statement_text("column_numeric", "sqllock_locks"), {schema, table, column},
+                              "column_numeric");
+        } catch (const error& e) {
+          after_error(e);
+          throw;
+        }
+        if (rows.empty()) continue;  // no such column: the statement says so
+        numeric = rows[0][0] && *rows[0][0] != "0";
+        std::lock_guard lock(indexes().mutex);
+        indexes().numeric[cache_key] = *numeric;
+      }
+      if (*numeric) {
+        throw invalid_argument(std::string(what) + ": column " + column + " of table " + table_id +
+                               " holds numbers and the key is text that is no number: it would be read as 0 "
+                               "or as its leading digits and select another row; give the key as a number. "
+                               "Nothing was written");
+      }
+    }
   }
 
   usable_index find_index(const std::string& table_id, const std::string& column, bool fresh) {

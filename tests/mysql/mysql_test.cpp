@@ -709,6 +709,73 @@ TEST(MysqlRowLock, TextKeysThatAreNoNumberOnANumericColumnAreRefusedBeforeAnyLoc
 
 // ---- CAS ----------------------------------------------------------------------------------------
 
+// `WHERE id = 'two'` is `WHERE id = 0` on MariaDB (text read as a number: 0, or its leading
+// digits): a CAS or a fenced write with such a key would write another row. Refused before any
+// write, naming the column; text keys on a text column and text that is a number still work.
+TEST(MysqlCas, TextKeysThatAreNoNumberOnANumericColumnAreRefusedBeforeAnyWrite) {
+  auto c = make_client();
+  const std::string name = unique_name("casnum");
+  auto admin = raw_connection(url());
+  run(*admin, "CREATE TABLE " + name +
+                  " (id BIGINT PRIMARY KEY, version BIGINT NOT NULL, fence BIGINT, v TEXT) ENGINE=InnoDB");
+  run(*admin, "INSERT INTO " + name + " VALUES (0, 1, 0, 'zero'), (1, 1, 0, 'one')");
+  const auto rows_now = [&] {
+    auto tx = c.begin();
+    auto r = tx.query("SELECT id, version, fence, v FROM " + name + " ORDER BY id");
+    std::string out;
+    for (const auto& row : r) out += *row[0] + "," + *row[1] + "," + *row[2] + "," + *row[3] + ";";
+    tx.rollback();
+    return out;
+  };
+  const std::string before = rows_now();
+  for (const char* bad : {"two", "1x", ""}) {
+    {
+      auto tx = c.begin();
+      try {
+        auto r = tx.cas({.table = name, .key = {{"id", std::string(bad)}}, .expected_version = 1,
+                         .set = {{"v", std::string("written")}}});
+        ADD_FAILURE() << "cas with key '" << bad << "' was not refused: applied " << r.applied();
+      } catch (const sqllock::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("column id"), std::string::npos) << e.what();
+      }
+      tx.commit();
+    }
+    {
+      auto tx = c.begin();
+      try {
+        auto r = tx.fenced_update({.table = name, .key = {{"id", std::string(bad)}}, .token = 5,
+                                   .set = {{"v", std::string("fenced")}}});
+        ADD_FAILURE() << "fenced_update with key '" << bad << "' was not refused: outcome "
+                      << static_cast<int>(r.outcome);
+      } catch (const sqllock::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("column id"), std::string::npos) << e.what();
+      }
+      tx.commit();
+    }
+    EXPECT_EQ(rows_now(), before) << "key '" << bad << "' wrote a row";
+  }
+  // Text that is a number selects that number's row.
+  {
+    auto tx = c.begin();
+    EXPECT_TRUE(tx.cas({.table = name, .key = {{"id", std::string("1")}}, .expected_version = 1,
+                        .set = {{"v", std::string("uno")}}})
+                    .applied());
+    tx.commit();
+  }
+  EXPECT_EQ(rows_now(), "0,1,0,zero;1,2,0,uno;");
+  // A text key on a text column is not refused.
+  const std::string named = unique_name("castext");
+  run(*admin, "CREATE TABLE " + named + " (k VARCHAR(32) PRIMARY KEY, version BIGINT NOT NULL) ENGINE=InnoDB");
+  run(*admin, "INSERT INTO " + named + " VALUES ('two', 1)");
+  {
+    auto tx = c.begin();
+    EXPECT_TRUE(tx.cas({.table = named, .key = {{"k", std::string("two")}}, .expected_version = 1}).applied());
+    tx.commit();
+  }
+  run(*admin, "DROP TABLE " + name);
+  run(*admin, "DROP TABLE " + named);
+}
+
 TEST(MysqlCas, UnchangedValuesAreAppliedAndMatchedRowsAreCounted) {
   auto c = make_client();
   user_table t(2);

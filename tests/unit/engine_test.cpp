@@ -962,10 +962,15 @@ TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlOnItsSchedu
   auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
   auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
   auto& fb = dynamic_cast<d::fake_backend&>(eb->db());
-  auto held = ea->acquire("n", fair_opts(4s), 0ms, {}, false);
+  // A 6 s ticket: the handed lease is due for renewal from a sixth of it (1 s) to a third (2 s)
+  // after its read, far from the 500 ms looked at below even on a slow (sanitizer) build; 30 s its
+  // own TTL, which the ticket's cannot pass for.
+  auto opts = fair_opts(6s);
+  opts.ttl = 30s;
+  auto held = ea->acquire("n", opts, 0ms, {}, false);
   ASSERT_TRUE(held);
   std::shared_ptr<d::lease_state> got;
-  std::jthread waiter([&] { got = eb->acquire("n", fair_opts(4s), milliseconds(10000), {}, true); });
+  std::jthread waiter([&] { got = eb->acquire("n", opts, milliseconds(10000), {}, true); });
   const auto until = steady::now() + 5s;
   while (eb->db().list_queue().empty() && steady::now() < until) std::this_thread::sleep_for(5ms);
   ASSERT_EQ(eb->db().list_queue().size(), 1u);
@@ -976,19 +981,19 @@ TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlOnItsSchedu
   ASSERT_TRUE(got);
   EXPECT_EQ(got->acq->ref.token, held->acq->ref.token + 1);
   EXPECT_EQ(fb.count(d::fake_op::acquire), acquires) << "the new holder sent an acquire after the hand-over";
-  EXPECT_LT(got->acq->valid_until_time() - steady::now(), 4s) << "started from the hand-over's ticket TTL";
-  // Due at a third of the 4 s it has (batched from a sixth on): nothing is renewed in the first
+  EXPECT_LT(got->acq->valid_until_time() - steady::now(), 6s) << "started from the hand-over's ticket TTL";
+  // Due at a third of the 6 s it has (batched from a sixth on): nothing is renewed in the first
   // 500 ms (a hold that short commits nothing of its own), then it is renewed before its loss point.
   std::this_thread::sleep_for(500ms);
   EXPECT_EQ(fb.count(d::fake_op::renew), renewals) << "the handed lease was renewed at once";
-  const auto renewed_by = steady::now() + 2s;
+  const auto renewed_by = steady::now() + 4s;
   while (fb.count(d::fake_op::renew) == renewals && steady::now() < renewed_by) std::this_thread::sleep_for(5ms);
   EXPECT_EQ(fb.count(d::fake_op::renew), renewals + 1) << "the handed lease was not extended on its schedule";
   {
     std::lock_guard lk(db->mu);
-    EXPECT_GT(db->rows["n"].expires_at - steady::now(), 6s) << "not extended to its own TTL (10 s)";
+    EXPECT_GT(db->rows["n"].expires_at - steady::now(), 20s) << "not extended to its own TTL (30 s)";
   }
-  EXPECT_GT(got->acq->valid_until_time() - steady::now(), 6s);
+  EXPECT_GT(got->acq->valid_until_time() - steady::now(), 20s);
   eb->release(*got);
 }
 

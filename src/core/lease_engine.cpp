@@ -644,8 +644,8 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
   // learnt from a read instead: the poll that finds the row handed to this owner answers its token
   // and time left, and the lease starts from that read, committing nothing (the hand-over committed
   // the token durably); its current expiry is the ticket's, so its loss point is computed from the
-  // time left read, and the watchdog extends it to options.ttl on that shorter lease's schedule. A waiter woken first in line
-  // then sends that read alone (a renewal poll as due, like any poll).
+  // time left read, and the watchdog extends it to options.ttl on that shorter lease's schedule. A
+  // waiter woken first in line then sends that read alone (a renewal poll as due, like any poll).
   const bool read_handover = options.auto_renew && db_->handed_lease_from_poll();
   steady::time_point renewed{};
   bool handover_due = false;

@@ -606,7 +606,8 @@ int run_run(const common_options& common, const run_options& run_flags) {
     }
     if (options.fair && !lost.load() && guard->usable() && guard->valid_until() - steady::now() < options.ttl / 2) {
       // A fair lock handed over by its last holder is taken from the read that finds it, at the
-      // ticket's short TTL (fair_ticket_ttl), and the watchdog extends it to --ttl at once. run
+      // ticket's short TTL (fair_ticket_ttl), and the watchdog extends it to --ttl only a third of
+      // the way into that (lease_book::add). run
       // derives CMD's deadlines from valid_until: extend it here, before CMD starts, so CMD gets
       // the lease it asked for. A failed renewal leaves the lease as the checks below find it.
       // Only for --fair: with the renewal for every run, cli.ctrl_z_suspends_the_job_and_fg_resumes_it

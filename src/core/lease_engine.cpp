@@ -669,8 +669,9 @@ std::shared_ptr<lease_state> lease_engine::acquire_fair(const std::string& name,
     }
     flush_outbox_of(name, options.ttl, bounded, deadline);
     if (read_handover && !direct && place.mine && place.token > 0) {
-      // Too little left of the handed lease to use it by the loss-point rule: the acquire below
-      // extends it (the same owner-checked statement as without the read).
+      // Taken from the read; with too little left of it by the loss-point rule (record() refuses
+      // it), the acquire below extends it instead (the same owner-checked statement as without
+      // the read).
       if (auto h = record({name, owner, place.token}, scope, t0, options, "lock '" + name + "'", self,
                           place.time_left)) {
         last = {};

@@ -313,8 +313,14 @@ class Driver:
         url = None
         if mode == "lock" and slot in self.proxies:
             url = replace_url_host(self.o.url, "127.0.0.1", self.proxies[slot].port)
+        # Each worker leads its own session and process group. In the driver's group, a worker that
+        # the driver SIGSTOPped was continued by the kernel (SIGHUP + SIGCONT) whenever another member
+        # exited and left the group orphaned, as under `nohup driver &`; the stop then ended early
+        # (stop_continued_early, which the driver still watches for). The worker asks for SIGKILL when
+        # the driver dies (fault_worker.cpp, PR_SET_PDEATHSIG), since a kill of the driver's group no
+        # longer reaches it.
         p = subprocess.Popen(self.worker_cmd(mode, url=url, index=index, log=log_path, **kw), env=env,
-                             stdout=subprocess.DEVNULL, stderr=stderr)
+                             stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
         stderr.close()
         proc = Proc(slot, index, p, log_path, skew)
         proc.threads = int(kw.get("threads", 1))

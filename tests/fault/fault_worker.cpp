@@ -60,6 +60,7 @@
 // API of before and after the lease-engine rewrite is used, so the same source builds against both.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1255,6 +1256,9 @@ int main(int argc, char** argv) {
     }
     a.v[k.substr(2)] = argv[i + 1];
   }
+  // The driver starts each worker in its own session (so that no orphaned process group can SIGCONT
+  // a worker it stopped); a worker therefore no longer shares the driver's group, and dies with it.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
   struct sigaction sa {};
   sa.sa_handler = on_term;
   sigaction(SIGTERM, &sa, nullptr);

@@ -96,29 +96,32 @@ bool multi_lease_guard::owns() const noexcept {
   return !leases_.empty() && std::all_of(leases_.begin(), leases_.end(), [](const lease_guard& g) { return g.owns(); });
 }
 
-void multi_lease_guard::renew() {
-  std::exception_ptr first;
-  for (auto& l : leases_) {
+namespace {
+/// Calls f on every element of [first, last), then rethrows the first exception any call threw:
+/// one failure does not leave the rest untried.
+template <class It, class F>
+void for_each_then_rethrow_first(It first, It last, F f) {
+  std::exception_ptr error;
+  for (; first != last; ++first) {
     try {
-      l.renew();
+      f(*first);
     } catch (...) {
-      if (!first) first = std::current_exception();
+      if (!error) error = std::current_exception();
     }
   }
-  if (first) std::rethrow_exception(first);
+  if (error) std::rethrow_exception(error);
+}
+}  // namespace
+
+void multi_lease_guard::renew() {
+  for_each_then_rethrow_first(leases_.begin(), leases_.end(), [](lease_guard& l) { l.renew(); });
 }
 
 void multi_lease_guard::release() {
-  std::exception_ptr first;
-  for (auto it = leases_.rbegin(); it != leases_.rend(); ++it) {
-    try {
-      it->release();
-    } catch (...) {
-      if (!first) first = std::current_exception();
-    }
-  }
+  // In reverse order of acquisition; the set is cleared even when a release throws.
+  std::vector<lease_guard> leases = std::move(leases_);
   leases_.clear();
-  if (first) std::rethrow_exception(first);
+  for_each_then_rethrow_first(leases.rbegin(), leases.rend(), [](lease_guard& l) { l.release(); });
 }
 
 multi_lease_guard acquire_all(client& c, const std::vector<std::string>& names, milliseconds timeout,

@@ -231,7 +231,7 @@ class SQLLOCK_EXPORT lease_guard {
   const std::string& owner_id() const;
   /// Until when, on this process's monotonic clock, the lease is known to be held: the start of
   /// its last successful acquire or renew plus its TTL. No other client can take it over before.
-  /// Fair mode (lease_options::fair) with auto_renew, on PostgreSQL and SQLite: a lock handed over
+  /// Fair mode (lease_options::fair) with auto_renew: a lock handed over
   /// by its last holder is taken from the read that finds it, committing nothing, and until the
   /// watchdog's first renewal (due at a third of that, as for any lease) it lasts only what its
   /// hand-over gave it (the ticket's fair_ticket_ttl, less the time since); call renew() to have

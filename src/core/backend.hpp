@@ -284,8 +284,7 @@ class backend {
   /// A read-only poll (queue_request::refresh false) that finds the lock row handed to the waiter
   /// answers its token and time left, and the backend needs nothing more to count it as held: the
   /// engine may then start the lease from that read, committing nothing (the hand-over committed
-  /// the token), and extend it to its own TTL by a renewal. False (MySQL, whose acquire also takes
-  /// the holder's wake-up lock): the waiter sends its acquire.
+  /// the token), and extend it to its own TTL by a renewal. False: the waiter sends its acquire.
   virtual bool handed_lease_from_poll() const noexcept { return false; }
   /// Delete this owner's ticket, if any.
   virtual void queue_leave(const std::string& owner, steady::time_point deadline) {

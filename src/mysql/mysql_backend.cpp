@@ -25,7 +25,7 @@ constexpr int migrate_lock_timeout_s = 120;
 constexpr int max_deadlock_retries = 5;
 /// holder_id is VARBINARY(512) in the lock table.
 constexpr std::size_t max_holder_bytes = 512;
-/// How long a fair holder waits for its wake-up lock (take_wake_lock_waiting).
+/// How long a fair holder waits for its wake-up lock (claim_wake_lock).
 constexpr std::chrono::milliseconds fair_wake_lock_wait{50};
 
 std::int64_t to_int(const std::optional<std::string>& v) {
@@ -210,7 +210,7 @@ class mysql_backend final : public backend {
       auto out = with_lane(caller_, req.deadline, [&](connection& c) {
         if (!req.fence.empty()) return acquire_fenced_on(c, req, us);
         auto got = returning_ ? acquire_returning(c, req, us) : acquire_plain(c, req, us);
-        if (got.acquired && req.fair) take_wake_lock_waiting(c, req);
+        if (got.acquired && req.fair && returning_) claim_wake_lock(c, req.name, req.owner, req.deadline);
         return got;
       });
       out.started = started;
@@ -323,6 +323,10 @@ class mysql_backend final : public backend {
     });
   }
 
+  /// queue_state.sql answers a handed-over lease's token and time left, and queue_poll takes its
+  /// wake-up lock as an acquire would.
+  bool handed_lease_from_poll() const noexcept override { return true; }
+
   queue_outcome queue_poll(const queue_request& req) override {
     std::unique_lock lock(caller_mutex_, std::defer_lock);
     if (!lock.try_lock_until(req.lane_until())) return {};  // the lane stayed busy: nothing sent, poll again
@@ -336,8 +340,15 @@ class mysql_backend final : public backend {
         count_statement();
         c.execute(sql_.queue_enter, {req.name, req.owner, req.holder, ttl, ttl}, "queue_enter", true);
       }
+      // A handed-over lease is taken from the read (handed_lease_from_poll), with the wake-up lock
+      // an acquire would take beside it, in the same statement.
+      const double wake_wait = wake_lock_wait_seconds(req.deadline);
+      const bool want = wake_wait >= 0 && wants_wake_lock(req.name);
       count_statement();
-      result_rows r = c.query(sql_.queue_state, {req.owner}, "queue_state", true);
+      result_rows r = c.query(sql_.queue_state,
+                              {static_cast<std::int64_t>(want ? 1 : 0), waker::key(scope_, req.name),
+                               std::max(wake_wait, 0.0), req.owner},
+                              "queue_state", true);
       queue_outcome out;
       if (r.empty() || r[0].size() < 3) return out;
       out.seq = to_int(r[0][0]);
@@ -346,6 +357,12 @@ class mysql_backend final : public backend {
       // No lock row (the name never acquired) is a state too, "none" (as the waker reads it): the
       // releases before the waiter connection's first look are counted from it.
       if (waker_ && r[0].size() > 3) waker_->note_state(req.name, r[0][3] ? *r[0][3] : std::string("none"));
+      if (out.mine && r[0].size() > 6 && r[0][4] && r[0][5]) {
+        out.token = to_int(r[0][4]);
+        out.time_left = std::max(floor_ms(to_int(r[0][5])), std::chrono::milliseconds(0));
+        // As outcome_of: taken now, or held already on this connection (now this owner's).
+        if (want ? truthy(r[0][6]) : caller_.wake_locks.count(req.name) > 0) caller_.wake_locks[req.name] = req.owner;
+      }
       return out;
     });
   }
@@ -508,8 +525,19 @@ class mysql_backend final : public backend {
 
   /// Whether an acquisition of `req` takes the wake-up lock beside the lease (notifications on, not
   /// on Galera, and this caller's connection does not hold it already).
-  bool wants_wake_lock(const acquire_request& req) const {
-    return options_.notifications && !galera_ && !caller_.wake_locks.count(req.name);
+  bool wants_wake_lock(const acquire_request& req) const { return wants_wake_lock(req.name); }
+  bool wants_wake_lock(const std::string& name) const {
+    return options_.notifications && !galera_ && !caller_.wake_locks.count(name);
+  }
+
+  /// How long a fair holder's statement may wait for its wake-up lock (claim_wake_lock): up to
+  /// fair_wake_lock_wait, leaving 50 ms of the statement's budget; MySQL 8 (whole seconds only)
+  /// does not wait. Negative: no time for it.
+  double wake_lock_wait_seconds(steady::time_point deadline) const {
+    if (!returning_) return 0.0;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - steady::now());
+    const auto wait = std::min(left - std::chrono::milliseconds(50), fair_wake_lock_wait);
+    return wait.count() <= 0 ? -1.0 : static_cast<double>(wait.count()) / 1000.0;
   }
 
   /// MariaDB: the upsert with its RETURNING (lease_acquire or lease_acquire_fenced), wake-up lock
@@ -644,20 +672,23 @@ class mysql_backend final : public backend {
 
   /// A fair lease acquired without its wake-up lock (GET_LOCK(key, 0) in the acquire found it
   /// busy): other clients' waiter connections, queued on the releaser's key, take it and let it go
-  /// in turn right after a release, and a fair hand-over's new holder often takes the key in that
-  /// moment. Without the lock its own release would wake nobody (waiters then poll), so it waits
-  /// for it briefly (MariaDB only: MySQL's GET_LOCK timeout is whole seconds). Not taken in time:
-  /// as before, waiters poll.
-  void take_wake_lock_waiting(connection& c, const acquire_request& req) {
-    if (!options_.notifications || galera_ || !returning_ || caller_.wake_locks.count(req.name)) return;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(req.deadline - steady::now());
-    const auto wait = std::min(left - std::chrono::milliseconds(50), fair_wake_lock_wait);
-    if (wait.count() <= 0) return;
+  /// in turn right after a release, and a fair hand-over's new holder often asks in that moment.
+  /// Without the lock its own release would wake nobody (waiters then poll), so it waits for it
+  /// briefly (MariaDB only: MySQL's GET_LOCK timeout is whole seconds). Not taken in time: as
+  /// before, waiters poll. A lease handed over and taken from queue_poll's read gets the same wait
+  /// in that read (queue_state.sql).
+  void claim_wake_lock(connection& c, const std::string& name, const std::string& owner,
+                       steady::time_point deadline) {
+    if (!options_.notifications || galera_) return;
+    if (auto it = caller_.wake_locks.find(name); it != caller_.wake_locks.end()) {
+      it->second = owner;
+      return;
+    }
+    const double wait = wake_lock_wait_seconds(deadline);
+    if (wait <= 0) return;
     count_statement();
-    result_rows w = c.query(sql_.wake_take_wait,
-                            {waker::key(scope_, req.name), static_cast<double>(wait.count()) / 1000.0},
-                            "wake_lock_take");
-    if (!w.empty() && truthy(w[0][0])) caller_.wake_locks[req.name] = req.owner;
+    result_rows w = c.query(sql_.wake_take_wait, {waker::key(scope_, name), wait}, "wake_lock_take");
+    if (!w.empty() && truthy(w[0][0])) caller_.wake_locks[name] = owner;
   }
 
   bool owns_wake_lock(const lane_state& l, const release_request& req) const {

@@ -134,8 +134,8 @@ TEST(Fair, ReleaseHandsTheLockToTheNextTicketWithTheNextToken) {
 }
 
 // A waiter first in line that a release hands the lock to, woken by the release's event, takes it
-// with one statement (MariaDB: its acquire finds the handed-over lease and extends it; PostgreSQL
-// and SQLite: the queue read answers the handed lease, which its watchdog then extends) instead of
+// with one statement (the queue read answers the handed lease, which its watchdog then extends;
+// MariaDB's read also takes the holder's wake-up lock) instead of
 // reading the queue first and then acquiring: one round trip between the hand-over and the new
 // holder's return (issue 16's contention target). Without cross-process events it learns of the
 // hand-over by its poll: that poll alone, or the poll and the acquire.

@@ -1199,6 +1199,47 @@ TEST(MysqlFair, SeveralHandOversBeforeTheRowWasFirstSeenWakeTheWaiterOncePerRele
 }
 
 // ---- the waker's release counting, driven directly ------------------------------------------
+// A fair hand-over's new holder takes its lease from the poll that finds it (queue_state.sql, no
+// commit of its own), and must take the wake-up lock an acquire would have taken beside it in the
+// same read: without it, its own release wakes nobody through GET_LOCK and the next waiter learns
+// of it only from its waiter connection's looks at the row (up to 50 ms apart) or its polls.
+TEST(MysqlFair, AHolderHandedTheLockTakesItsWakeUpLockInTheReadThatFindsIt) {
+  const std::string name = unique_name("fairkey");
+  auto admin = admin_connection();
+  auto a = make_client();
+  auto b = make_client({.poll_min = 5s, .poll_max = 5s});
+  sqllock::lease_options lo;
+  lo.fair = true;
+  lo.fair_ticket_ttl = 20s;  // the handed lease lasts 20 s: taken from the read, not re-acquired
+  auto ga = a.acquire_for(name, 5s, lo);
+  std::optional<sqllock::lease_guard> gb;
+  std::jthread waiter([&] { gb = b.acquire_for(name, 10s, lo); });
+  bool queued = false;
+  for (int i = 0; i < 300 && !queued; ++i) {
+    queued = scalar(*admin, "SELECT COUNT(*) FROM sqllock_locks_queue WHERE name = '" + name + "'") >= 2;
+    if (!queued) std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(queued) << "b never took its ticket";
+  std::this_thread::sleep_for(200ms);  // b polled and waits
+  const auto statements = b.statement_count();
+  ga.release();
+  waiter.join();
+  ASSERT_TRUE(gb);
+  EXPECT_EQ(gb->fencing_token(), ga.fencing_token() + 1);
+  EXPECT_EQ(b.statement_count() - statements, 1u) << "the hand-over was not taken from one read";
+  // No client waits now, so no waiter connection passes the key around: it is b's, held steadily.
+  std::this_thread::sleep_for(300ms);
+  const std::string used = "SELECT COALESCE(IS_USED_LOCK(" + wake_key_sql(name) + "), 0)";
+  const std::int64_t id = scalar(*admin, used);
+  EXPECT_GT(id, 0) << "the new holder holds no wake-up lock";
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(20ms);
+    EXPECT_EQ(scalar(*admin, used), id) << "the wake-up lock is not held steadily";
+  }
+  gb->release();
+  EXPECT_EQ(scalar(*admin, used), 0) << "b's release did not let its wake-up lock go";
+}
+
 // A fair waiter counts the wake-ups after its poll to know when it is next: its waiter connection
 // must wake it once per release after the state that poll saw (queue_state.sql hands it over with
 // note_state). These tests drive a waker like the engine does (watch, note_state, unwatch) and move

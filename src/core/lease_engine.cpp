@@ -1146,8 +1146,11 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   // outbox, sent when the last guard ends (guard_ended() pokes the renewer), or given up once the
   // lease, no longer renewed, has expired.
   // The release waits in the outbox (`held_off`: until this client's guards end) instead.
+  // A fair release kept by min_hold is no hand-over: the releaser's ticket is deleted after it
+  // (below), and by the outbox when the release goes there.
+  const bool leave_queue = a.fair && !request->hand_over;
   const auto hold_back = [&](std::shared_ptr<const std::atomic<int>> held_off, const char* why) {
-    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000), std::move(held_off));
+    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000), std::move(held_off), leave_queue);
     renewer_->poke();
     if (options_.log) {
       log_message(options_, log_level::debug,
@@ -1161,7 +1164,7 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   if (request->deadline <= now) {
     // The caller's bound is used up (by the releases before this one of a set given back into a
     // partition): not sent on the caller's lane, where it could only wait; the outbox sends it.
-    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
+    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000), nullptr, leave_queue);
     renewer_->poke();
     const connection_lost e("release of '" + a.ref.name + "': its caller's bound was used up; it is sent in the background",
                             std::string(db_->kind()), "", "lease_release");
@@ -1181,28 +1184,34 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
     // Not applied, or not known to be (no answer, busy past its bound, rolled back): the outbox
     // sends it again, so the row is freed in moments, not left to its TTL.
     if (worth_sending_again(e)) {
-      outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000));
+      outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000), nullptr, leave_queue);
       renewer_->poke();
     }
     events_->emit_error(e, a.ref.name, a.ref.token);
     throw;
   }
-  if (released) {
-    if (a.fair && !request->hand_over) {
-      // A fair release kept by min_hold is no hand-over (the row is shortened, not given on), and
-      // the plain release leaves the releaser's ticket: still live from its last poll, it would
-      // count as a waiter ahead of every other once the row ends, until its fair_ticket_ttl ran
-      // out. Left unanswered (the release was), the ticket expires by itself.
-      try {
-        db_->queue_leave(a.ref.owner, request->deadline);
-      } catch (const error& e) {
-        if (options_.log) {
-          log_message(options_, log_level::debug,
-                      "the ticket of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
-                          ") was not deleted after its release: " + e.what() + "; it expires by itself");
-        }
+  if (leave_queue && released) {
+    // A fair release kept by min_hold is no hand-over (the row is shortened, not given on), and
+    // the plain release leaves the releaser's ticket: still live from its last poll, it would
+    // count as a waiter ahead of every other once the row ends, until its fair_ticket_ttl ran
+    // out. Left unanswered, the outbox sends the leave again (the release is done).
+    try {
+      db_->queue_leave(a.ref.owner, request->deadline);
+    } catch (const error& e) {
+      if (worth_sending_again(e)) {
+        // Given up once the ticket has certainly expired (it is renewed by polls only).
+        outbox_.add_leave(*request, steady::now() + std::max(a.last_ttl, hold.options.fair_ticket_ttl) + milliseconds(1000));
+        renewer_->poke();
+      }
+      if (options_.log) {
+        log_message(options_, log_level::debug,
+                    "the ticket of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
+                        ") was not deleted after its release: " + e.what() +
+                        (worth_sending_again(e) ? "; sent again in the background" : "; it expires by itself"));
       }
     }
+  }
+  if (released) {
     queues_.wake(a.ref.name);
     wake_fair(a.ref.name);
     if (options_.log) {

@@ -25,9 +25,14 @@ milliseconds resend_pause(const std::exception& e, int tries) noexcept {
 }
 
 void release_outbox::add(release_request request, steady::time_point give_up_at,
-                         std::shared_ptr<const std::atomic<int>> held_off) {
+                         std::shared_ptr<const std::atomic<int>> held_off, bool leave_queue) {
   std::lock_guard lk(mu_);
-  pending_.push_back({std::move(request), give_up_at, steady::now(), 0, std::move(held_off)});
+  pending_.push_back({std::move(request), give_up_at, steady::now(), 0, std::move(held_off), leave_queue});
+}
+
+void release_outbox::add_leave(release_request request, steady::time_point give_up_at) {
+  std::lock_guard lk(mu_);
+  pending_.push_back({std::move(request), give_up_at, steady::now(), 0, nullptr, true, true});
 }
 
 std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::time_point now,
@@ -87,13 +92,19 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
       auto request = e.request;
       request.deadline = std::min({now + io_timeout, e.give_up_at, until});
       try {
-        if (db.release(request, on)) {
+        if (!e.released && db.release(request, on)) {
           freed.push_back(e.request.lease.name);
           if (log_) {
             log_message(
                 *log_, log_level::info,
                 "lock '" + e.request.lease.name + "': a release that did not complete was sent again and applied");
           }
+        }
+        e.released = true;
+        if (e.leave_queue) {
+          db.queue_leave(e.request.lease.owner, request.deadline);
+          // The ticket ahead of the name's waiters is gone: wake them as for a release.
+          if (freed.empty() || freed.back() != e.request.lease.name) freed.push_back(e.request.lease.name);
         }
       } catch (const std::exception& ex) {
         if (worth_sending_again(ex)) {

@@ -38,8 +38,13 @@ class release_outbox {
   /// has expired in the database anyway). Given `held_off` (the count of transactions guarding the
   /// lease, acquisition::guards), it is not sent while that count is above 0: the engine's poke when
   /// a guard ends sends it.
+  /// `leave_queue`: a fair release kept by min_hold (no hand-over); after the release, the owner's
+  /// fair ticket is deleted too (backend::queue_leave), sent again the same way until answered.
   void add(release_request request, steady::time_point give_up_at,
-           std::shared_ptr<const std::atomic<int>> held_off = nullptr);
+           std::shared_ptr<const std::atomic<int>> held_off = nullptr, bool leave_queue = false);
+  /// Only the deletion of `request.lease.owner`'s fair ticket is left to send: its release was
+  /// answered, the queue_leave after it was not. Idempotent (one ticket per owner id, never reused).
+  void add_leave(release_request request, steady::time_point give_up_at);
 
   /// Send the releases whose back-off is over, or, given `name`, every pending release of that
   /// name at once (its caller is about to acquire it), on `lane`; keeps those that got no answer
@@ -64,6 +69,8 @@ class release_outbox {
     steady::time_point next_try;
     int tries = 0;
     std::shared_ptr<const std::atomic<int>> held_off;  ///< not sent while above 0
+    bool leave_queue = false;  ///< then delete the owner's fair ticket
+    bool released = false;     ///< the release was answered: only the ticket's deletion is left
     bool waiting() const { return held_off && held_off->load() > 0; }
   };
   mutable std::mutex mu_;

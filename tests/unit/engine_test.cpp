@@ -950,6 +950,42 @@ TEST(EngineFair, CancelledWaiterReleasesALeaseHandedToItMeanwhile) {
   EXPECT_EQ(db->rows["n"].token, held->acq->ref.token + 1);
 }
 
+// A fair release kept by min_hold is no hand-over: the row is shortened and the releaser's ticket
+// deleted by a second statement (queue_leave). Left unanswered, that ticket stayed live until its
+// fair_ticket_ttl ran out and, once the row ended at min_hold, counted as a waiter ahead of every
+// other: the queue stalled for up to a ticket TTL (3248 ms measured with a 3 s ticket). The leave
+// is now sent again by the outbox, like an unanswered release.
+TEST(EngineFair, AnUnansweredTicketLeaveAfterAMinHoldReleaseIsSentAgain) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ab = std::make_unique<d::fake_backend>(db);
+  d::fake_backend* afake = ab.get();
+  auto ea = std::make_shared<d::lease_engine>(std::move(ab), sqllock::client_options{});
+  auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  auto kept = fair_opts(3s);
+  kept.min_hold = 600ms;
+  auto held = ea->acquire("n", kept, 0ms, {}, false);
+  ASSERT_TRUE(held);
+  std::shared_ptr<d::lease_state> got;
+  steady::time_point got_at{};
+  std::jthread waiter([&] {
+    got = eb->acquire("n", fair_opts(3s), 6s, {}, true);
+    got_at = steady::now();
+  });
+  const auto until = steady::now() + 5s;
+  while (eb->db().list_queue().empty() && steady::now() < until) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(eb->db().list_queue().size(), 1u);
+  afake->fail(d::fake_op::queue, 1);  // the holder's next queue statement: the leave after its release
+  const auto released = steady::now();
+  ea->release(*held);
+  waiter.join();
+  ASSERT_TRUE(got);
+  EXPECT_GE(got_at - released, 500ms) << "the lock was taken before min_hold ended";
+  EXPECT_LT(got_at - released, 1500ms) << "the waiter waited for the releaser's ticket to expire: "
+                                       << std::chrono::duration_cast<milliseconds>(got_at - released).count() << " ms";
+  std::lock_guard lk(db->mu);
+  for (const auto& [seq, t] : db->queue) EXPECT_NE(t.owner, held->acq->ref.owner) << "the releaser's ticket stayed";
+}
+
 // A waiter that its poll finds handed the lock takes the lease from that read: no acquire (no
 // commit) between the hand-over and its return; the lease, still at the ticket's TTL, is extended
 // to its own TTL by the watchdog at once (issue 16: one commit off the fair critical path).

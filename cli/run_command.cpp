@@ -700,6 +700,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
     bool max_hold_announced = false;        // run said it stops CMD for --max-hold
     bool resume_pending = false;            // CMD was stopped at the terminal and sqllock continued
     bool resume_foreground = false;         // ... in the foreground: CMD gets the terminal back
+    int interrupted_after = 0;              // a forwarded signal that came after CMD's exit
     steady::time_point kill_at = steady::time_point::max();
     for (;;) {
       const auto now = steady::now();
@@ -762,6 +763,15 @@ int run_run(const common_options& common, const run_options& run_flags) {
       if (fds[0].revents != 0) {
         for (unsigned char byte : pipe.wait(0)) {
           if (is_forwarded(byte) && !status) child.signal_command(byte);
+          if (is_forwarded(byte) && status && interrupted_after == 0) {
+            // CMD has exited and the supervisor is stopping what it left running (SIGTERM sent,
+            // SIGKILL after --grace). The lock can be released only once all of it is gone, so
+            // an interruption now has it killed at once instead of waiting out the grace.
+            interrupted_after = byte;
+            print_error("interrupted (" + std::string(::strsignal(byte)) +
+                        ") while stopping what the command left running: sending it SIGKILL now");
+            child.stop_all(steady::now());
+          }
           if (byte == at_risk_byte && stopped_for == stop_reason::none && !status) {
             const auto left =
                 std::max(std::chrono::duration_cast<std::chrono::milliseconds>(guard->valid_until() - steady::now()),
@@ -861,7 +871,8 @@ int run_run(const common_options& common, const run_options& run_flags) {
       print_error("warning: release of " + shown + " failed (" + e.what() +
                   "); it expires by its TTL");
     }
-    return cmd_code;
+    // Interrupted while what CMD left running was stopped: 128+N, as for a signal during the release.
+    return interrupted_after != 0 ? 128 + interrupted_after : cmd_code;
   } catch (...) {
     return report_exception(redacted);
   }

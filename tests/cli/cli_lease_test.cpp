@@ -169,6 +169,30 @@ TEST_F(cli, a_supervisor_killed_while_it_stops_what_the_command_left_leaves_the_
                                             << ended.err;
 }
 
+TEST_F(cli, ctrl_c_while_what_the_command_left_is_stopped_kills_it_at_once_then_releases) {
+  // CMD exits at once and leaves a process in a session of its own that ignores SIGTERM; --grace
+  // is 30 s. A SIGINT to run in that grace was ignored (CMD had exited: nothing to forward it to),
+  // so run sat out the whole grace. Now it has the leftover killed at once, releases the lock once
+  // it is gone, and exits 128+2.
+  auto p = start(run_args("job", {"--grace", "30s"},
+                          "setsid /bin/sh -c 'trap \"\" TERM; echo $$ > " + path("pid2") +
+                              "; exec sleep 300' & while [ ! -s " + path("pid2") + " ]; do sleep 0.01; done; echo $$ > " +
+                              path("pid1") + "; exit 0"));
+  ASSERT_TRUE(wait_for_file(path("pid1")));
+  const int left = std::stoi(trimmed_file("pid2"));
+  stray_killer strays{{left}};
+  std::this_thread::sleep_for(500ms);  // CMD's exit is reported; the supervisor sends SIGTERM
+  ASSERT_FALSE(process_gone(left)) << "the leftover ended by itself: the test proves nothing";
+  const auto sent = std::chrono::steady_clock::now();
+  ::kill(p->pid(), SIGINT);
+  const auto ended = p->wait(40s);
+  const auto took = std::chrono::steady_clock::now() - sent;
+  EXPECT_LT(took, 5s) << "run waited out --grace after Ctrl-C: " << ended.err;
+  EXPECT_EQ(ended.exit_code, 130) << ended.err;
+  EXPECT_TRUE(process_gone(left)) << "the leftover outlived run";
+  EXPECT_EQ(status_json().items.size(), 0u) << "the lock was not released: " << ended.err;
+}
+
 TEST_F(cli, processes_left_behind_by_the_command_stop_before_the_release) {
   // CMD exits at once and leaves a background job (in its group, and one out of it): the lock is
   // released only after both are gone, and CMD's exit code is kept.

@@ -164,6 +164,11 @@ class SQLLOCK_EXPORT transaction {
   bool active() const noexcept;
 
   /// Run a statement with `?` placeholders bound to params; returns the affected row count.
+  /// The connection is pooled (not adopted): after the transaction it serves the client's next
+  /// transactions. Session state the statement leaves beyond the transaction (a session SET, a
+  /// temporary table, a user variable, a session-level pg_advisory_lock or GET_LOCK) rides along
+  /// into them, and such a lock stays held until that connection closes: keep statements
+  /// transaction-scoped (SET LOCAL, pg_advisory_xact_lock), or use adopt() on a connection of your own.
   std::int64_t execute(std::string_view sql, const std::vector<value>& params = {});
   /// Run a query with `?` placeholders bound to params; returns all rows as text.
   result_rows query(std::string_view sql, const std::vector<value>& params = {});

@@ -1149,8 +1149,14 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   // A fair release kept by min_hold is no hand-over: the releaser's ticket is deleted after it
   // (below), and by the outbox when the release goes there.
   const bool leave_queue = a.fair && !request->hand_over;
+  // The outbox gives a release up once the lease has certainly expired; with the ticket's deletion
+  // to send too, not before the ticket has (its fair_ticket_ttl may be the longer). Sent late, an
+  // owner-checked release of a unique owner id frees nothing else.
+  const auto give_up_at = std::max(a.valid_until_time() + a.last_ttl,
+                                   leave_queue ? now + hold.options.fair_ticket_ttl : steady::time_point::min()) +
+                          milliseconds(1000);
   const auto hold_back = [&](std::shared_ptr<const std::atomic<int>> held_off, const char* why) {
-    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000), std::move(held_off), leave_queue);
+    outbox_.add(*request, give_up_at, std::move(held_off), leave_queue);
     renewer_->poke();
     if (options_.log) {
       log_message(options_, log_level::debug,
@@ -1164,7 +1170,7 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
   if (request->deadline <= now) {
     // The caller's bound is used up (by the releases before this one of a set given back into a
     // partition): not sent on the caller's lane, where it could only wait; the outbox sends it.
-    outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000), nullptr, leave_queue);
+    outbox_.add(*request, give_up_at, nullptr, leave_queue);
     renewer_->poke();
     const connection_lost e("release of '" + a.ref.name + "': its caller's bound was used up; it is sent in the background",
                             std::string(db_->kind()), "", "lease_release");
@@ -1184,7 +1190,7 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
     // Not applied, or not known to be (no answer, busy past its bound, rolled back): the outbox
     // sends it again, so the row is freed in moments, not left to its TTL.
     if (worth_sending_again(e)) {
-      outbox_.add(*request, a.valid_until_time() + a.last_ttl + milliseconds(1000), nullptr, leave_queue);
+      outbox_.add(*request, give_up_at, nullptr, leave_queue);
       renewer_->poke();
     }
     events_->emit_error(e, a.ref.name, a.ref.token);

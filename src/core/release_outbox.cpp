@@ -116,7 +116,8 @@ std::vector<std::string> release_outbox::flush(backend& db, lane on, steady::tim
         if (log_) {
           log_message(
               *log_, log_level::warning,
-              "lock '" + e.request.lease.name + "': dropping a release that could not be sent again: " + ex.what());
+              "lock '" + e.request.lease.name + "': dropping a " + (e.released ? "fair ticket's deletion" : "release") +
+                  " that could not be sent again: " + ex.what());
         }
       }
     }

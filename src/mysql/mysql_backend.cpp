@@ -342,8 +342,9 @@ class mysql_backend final : public backend {
       }
       // A handed-over lease is taken from the read (handed_lease_from_poll), with the wake-up lock
       // an acquire would take beside it, in the same statement.
+      // With no time left to wait for it, it is still asked for without waiting (as the upsert does).
       const double wake_wait = wake_lock_wait_seconds(req.deadline);
-      const bool want = wake_wait >= 0 && wants_wake_lock(req.name);
+      const bool want = wants_wake_lock(req.name);
       count_statement();
       result_rows r = c.query(sql_.queue_state,
                               {static_cast<std::int64_t>(want ? 1 : 0), waker::key(scope_, req.name),
@@ -735,14 +736,18 @@ class mysql_backend final : public backend {
       const bool freed = truthy(r[0][1]);
       if (freed && ours) l.wake_locks.erase(req.lease.name);
       if (!kept && !freed && ours) release_wake_lock(l, c, req.lease.name);
-      if (freed && &l != &caller_) note_stale_wake_lock(req);
+      // Sent on the watchdog lane (the outbox): the caller lane's connection holds the key, and lets
+      // it go at its next use if it still belongs to this owner (release_stale_wake_locks); also
+      // when the release matched nothing (a lease lost, or a waiter giving up that took the key in
+      // the read that found the lock handed to it and lost the row before its acquire).
+      if (!kept && &l != &caller_) note_stale_wake_lock(req);
       return kept || freed;
     }
     count_statement();
     const bool matched =
         c.execute(sql_.release_plain, {min_us, min_us, req.lease.name, owner, token, token}, "lease_release", true) > 0;
     if (ours) release_wake_lock(l, c, req.lease.name);
-    if (matched && &l != &caller_) note_stale_wake_lock(req);
+    if (&l != &caller_) note_stale_wake_lock(req);  // as above, matched or not
     return matched;
   }
 
@@ -769,7 +774,7 @@ class mysql_backend final : public backend {
       matched = release();
     }
     if (ours) release_wake_lock(l, c, req.lease.name);
-    if (matched && &l != &caller_) note_stale_wake_lock(req);
+    if (&l != &caller_) note_stale_wake_lock(req);  // matched or not: see release_on
     return matched;
   }
 

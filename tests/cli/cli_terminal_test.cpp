@@ -118,7 +118,10 @@ TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
   ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && terminal_foreground_of(cmd) == cmd; }))
       << "fg continues CMD and gives it the terminal: " << process_group_states(cmd) << term.screen();
   term.type("\x03");
-  ASSERT_TRUE(wait_for_file(path("ints"))) << term.screen();
+  ASSERT_TRUE(wait_for_file(path("ints")))
+      << "Ctrl-C did not reach CMD; processes (CMD, supervisor, sqllock run, CMD's group):\n"
+      << process_report(cmd) << "shell " << process_report(term.shell_pid()) << "screen:\n"
+      << term.drained();
   term.type("echo rc=$?.\n");
   EXPECT_TRUE(term.wait_for("rc=5.")) << "fg returns sqllock's exit code, CMD's own: " << term.screen();
   EXPECT_EQ(trimmed_file("ints"), "int");

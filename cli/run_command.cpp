@@ -200,14 +200,18 @@ void set_terminal_foreground(pid_t pgid) {
 }
 
 /// CMD was stopped at the terminal (Ctrl-Z): do what a shell's job does, as sudo does. Take the
-/// terminal back and stop sqllock with the same signal so the user's shell sees the job stopped.
+/// terminal back if CMD's group `command_group` has it, and stop sqllock with the same signal so the
+/// user's shell sees the job stopped. A job continued in the background (`bg`) whose CMD reads the
+/// terminal (SIGTTIN) or writes to it with `stty tostop` (SIGTTOU) does not have the terminal: the
+/// shell does, and keeps it (sqllock, with SIGTTOU blocked, could take it from the background, and
+/// the shell could then not read the next command).
 /// Returns once sqllock is continued (fg or bg): true if CMD is to be continued then (the caller
 /// first checks that the lease still holds, see the waiting loop). While stopped, nothing renews
 /// the lease: a stop longer than the TTL can lose it, and the supervisor stops CMD by itself before
 /// the lease can expire. A stop by anything else (SIGSTOP from another process) is left alone.
-bool suspend_with(int stop_signal) {
+bool suspend_with(int stop_signal, pid_t command_group) {
   if (stop_signal != SIGTSTP && stop_signal != SIGTTIN && stop_signal != SIGTTOU) return false;
-  set_terminal_foreground(::getpgrp());
+  if (::tcgetpgrp(STDIN_FILENO) == command_group) set_terminal_foreground(::getpgrp());
   // Default disposition: sqllock stops here (unless its process group is orphaned, where the
   // kernel discards the signal and CMD is simply continued).
   ::kill(::getpid(), stop_signal);
@@ -785,7 +789,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
         const supervisor_event event = child.read_event();
         if (event.what == supervisor_event::kind::closed) break;  // the supervisor is done
         if (event.what == supervisor_event::kind::stopped && take_terminal && !status) {
-          if (suspend_with(event.value)) {
+          if (suspend_with(event.value, cmd)) {
             resume_pending = true;
             resume_foreground = ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
           }

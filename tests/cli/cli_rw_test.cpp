@@ -45,8 +45,8 @@ class cli_rw : public sqlite_fixture {
 TEST_F(cli_rw, shared_runs_side_by_side_and_exclusive_runs_alone) {
   background_process a(run_args("db", {"--shared"}, hold_until("a", "go")), {});
   background_process b(run_args("db", {"--shared"}, hold_until("b", "go")), {});
-  ASSERT_TRUE(wait_for_file(path("a")));
-  ASSERT_TRUE(wait_for_file(path("b")));
+  ASSERT_TRUE(wait_for_file(path("a"), a)) << a.describe();
+  ASSERT_TRUE(wait_for_file(path("b"), b)) << b.describe();
   const auto busy = run_process(run_args("db", {"--exclusive", "--wait", "0s"}, "echo ran > " + path("x")));
   EXPECT_EQ(busy.exit_code, 75) << busy.err;
   EXPECT_NE(busy.err.find("write lock of 'db'"), std::string::npos) << busy.err;
@@ -62,7 +62,7 @@ TEST_F(cli_rw, shared_runs_side_by_side_and_exclusive_runs_alone) {
   std::ofstream(path("go")) << "go";
   EXPECT_EQ(a.wait().exit_code, 0);
   EXPECT_EQ(b.wait().exit_code, 0);
-  ASSERT_TRUE(wait_for_file(path("w")));
+  ASSERT_TRUE(wait_for_file(path("w"), w)) << w.describe();
   const auto beside = run_process(run_args("db", {"--shared", "--wait", "0s"}, "echo ran > " + path("z")));
   EXPECT_EQ(beside.exit_code, 75) << beside.err;
   std::ofstream(path("go2")) << "go";
@@ -72,7 +72,7 @@ TEST_F(cli_rw, shared_runs_side_by_side_and_exclusive_runs_alone) {
 
 TEST_F(cli_rw, plain_and_read_write_runs_of_one_name_refuse_each_other) {
   background_process plain(run_args("mix", {}, hold_until("p", "go")), {});
-  ASSERT_TRUE(wait_for_file(path("p")));
+  ASSERT_TRUE(wait_for_file(path("p"), plain)) << plain.describe();
   for (const char* mode : {"--shared", "--exclusive"}) {
     const auto r = run_process(run_args("mix", {mode, "--wait", "1s"}, "echo ran > " + path("x")));
     EXPECT_EQ(r.exit_code, 64) << mode << ": " << r.err;
@@ -83,7 +83,7 @@ TEST_F(cli_rw, plain_and_read_write_runs_of_one_name_refuse_each_other) {
   EXPECT_EQ(plain.wait().exit_code, 0);
 
   background_process reader(run_args("mix", {"--shared"}, hold_until("r", "go2")), {});
-  ASSERT_TRUE(wait_for_file(path("r")));
+  ASSERT_TRUE(wait_for_file(path("r"), reader)) << reader.describe();
   const auto r = run_process(run_args("mix", {"--wait", "1s"}, "echo ran > " + path("y")));
   EXPECT_EQ(r.exit_code, 64) << r.err;
   EXPECT_NE(r.err.find("reader-writer lease"), std::string::npos) << r.err;
@@ -112,7 +112,11 @@ TEST_F(cli_rw, status_shows_readers_and_the_writer_under_the_lock_s_name) {
   background_process r2(run_args("db", {"--shared", "--holder", "reader-2"}, hold_until("r2", "go")), {});
   background_process w(run_args("wr", {"--exclusive", "--holder", "writer-1"}, hold_until("w", "go")), {});
   background_process p(run_args("plain", {"--holder", "plain-1"}, hold_until("p", "go")), {});
-  for (const char* f : {"r1", "r2", "w", "p"}) ASSERT_TRUE(wait_for_file(path(f)));
+  // Each run writes its file once CMD runs; one that exits first (it failed) ends the wait at once.
+  for (const auto& [f, holder] : {std::pair<const char*, const background_process*>{"r1", &r1}, {"r2", &r2},
+                                  {"w", &w}, {"p", &p}}) {
+    ASSERT_TRUE(wait_for_file(path(f), *holder)) << f << ": " << holder->describe();
+  }
   const std::string fence_r1 = read_file(path("r1")).substr(0, read_file(path("r1")).find('\n'));
   const std::string fence_w = read_file(path("w")).substr(0, read_file(path("w")).find('\n'));
 
@@ -166,7 +170,7 @@ TEST_F(cli_rw, status_shows_readers_and_the_writer_under_the_lock_s_name) {
   EXPECT_FALSE(file_exists(path("w2")));
   std::ofstream(path("go")) << "go";
   for (auto* b : {&r1, &r2, &w, &p}) EXPECT_EQ(b->wait().exit_code, 0);
-  ASSERT_TRUE(wait_for_file(path("w2")));
+  ASSERT_TRUE(wait_for_file(path("w2"), w2)) << w2.describe();
   const auto alone = run_process({cli_path(), "status", "--url", url_});
   EXPECT_NE(alone.out.find("db    exclusive  writer-2"), std::string::npos) << "in, no longer waiting: " << alone.out;
   std::ofstream(path("go2")) << "go";

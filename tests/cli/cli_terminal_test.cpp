@@ -19,6 +19,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -118,10 +119,68 @@ TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
   ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && terminal_foreground_of(cmd) == cmd; }))
       << "fg continues CMD and gives it the terminal: " << process_group_states(cmd) << term.screen();
   term.type("\x03");
-  ASSERT_TRUE(wait_for_file(path("ints"))) << term.screen();
+  ASSERT_TRUE(wait_for_file(path("ints")))
+      << "Ctrl-C did not reach CMD; processes (CMD, supervisor, sqllock run, CMD's group):\n"
+      << process_report(cmd) << "shell " << process_report(term.shell_pid()) << "screen:\n"
+      << term.drained();
   term.type("echo rc=$?.\n");
   EXPECT_TRUE(term.wait_for("rc=5.")) << "fg returns sqllock's exit code, CMD's own: " << term.screen();
   EXPECT_EQ(trimmed_file("ints"), "int");
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
+/// The state letter of process `pid` and its parent's pid (0 if gone).
+std::pair<char, pid_t> state_and_parent(pid_t pid) {
+  const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  if (paren == std::string::npos) return {0, 0};
+  std::istringstream fields(stat.substr(paren + 1));
+  char state = 0;
+  long ppid = 0;
+  fields >> state >> ppid;
+  return {state, static_cast<pid_t>(ppid)};
+}
+
+TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_terminal_to_the_shell) {
+  // Ctrl-Z, then `bg`: the job runs in the background. When CMD then reads the terminal, the
+  // kernel stops it (SIGTTIN) and sqllock stops with it, so the shell sees its job stopped. The
+  // terminal stays the shell's: sqllock, in the background, must not take it (it may, with SIGTTOU
+  // blocked), or the shell could not read the next command. `fg` then gives CMD the terminal.
+  write_file("cmd.sh", "echo $$ > " + path("pid") + "\nwhile [ ! -e " + path("go") +
+                           " ]; do sleep 0.05; done\nread line\necho \"got $line\" > " + path("got") + "\nexit 3\n");
+  terminal_session term;
+  ASSERT_TRUE(term.started());
+  ASSERT_TRUE(term.wait_for("$ "));
+  term.type(in_foreground(" run --url " + url_ + " --name tty -- bash " + path("cmd.sh")));
+  ASSERT_TRUE(wait_for_file(path("pid"))) << term.drained();
+  const pid_t cmd = std::stoi(trimmed_file("pid"));  // CMD leads its own process group
+  const command_group_killer cleanup{cmd};
+  const pid_t supervisor = state_and_parent(cmd).second;
+  const pid_t run = state_and_parent(supervisor).second;
+  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(cmd) == cmd; })) << "CMD has the terminal";
+  term.type("\x1a");
+  ASSERT_TRUE(term.wait_for("Stopped")) << term.drained();
+  ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd) && state_and_parent(run).first == 'T'; }))
+      << process_report(cmd);
+  term.type("bg\n");
+  ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && state_and_parent(run).first != 'T'; }))
+      << "bg continues sqllock and CMD: " << process_report(cmd) << term.drained();
+  const pid_t shell = term.shell_pid();  // the interactive bash leads its own group
+  EXPECT_EQ(terminal_foreground_of(cmd), shell) << "after bg the shell has the terminal";
+  write_file("go", "");  // CMD reads the terminal now, in the background
+  ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd) && state_and_parent(run).first == 'T'; }))
+      << "CMD stopped by SIGTTIN, and sqllock with it: " << process_report(cmd) << term.drained();
+  EXPECT_EQ(terminal_foreground_of(shell), shell)
+      << "the stopped background job left the terminal to the shell: " << process_report(cmd)
+      << "shell " << process_report(shell) << term.drained();
+  term.type("fg\n");
+  ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && terminal_foreground_of(cmd) == cmd; }))
+      << "fg continues CMD and gives it the terminal: " << process_report(cmd) << term.drained();
+  term.type("hello\n");
+  ASSERT_TRUE(wait_for_file(path("got"))) << process_report(cmd) << term.drained();
+  EXPECT_EQ(trimmed_file("got"), "got hello");
+  term.type("echo rc=$?.\n");
+  EXPECT_TRUE(term.wait_for("rc=3.")) << "fg returns sqllock's exit code, CMD's own: " << term.drained();
   EXPECT_EQ(status_json().items.size(), 0u);
 }
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
@@ -103,6 +104,27 @@ process_result background_process::wait(std::chrono::milliseconds timeout) {
   return result;
 }
 
+bool background_process::exited() const {
+  if (reaped_) return true;
+  siginfo_t info{};
+  // WNOWAIT: the exit stays to be collected by wait().
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return errno == ECHILD;
+  return info.si_pid == pid_;
+}
+
+std::string background_process::describe() const {
+  std::string text = "process " + std::to_string(pid_);
+  siginfo_t info{};
+  if (!reaped_ && ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+      info.si_pid == pid_) {
+    text += info.si_code == CLD_EXITED ? " exited " + std::to_string(info.si_status)
+                                       : " killed by signal " + std::to_string(info.si_status);
+  } else {
+    text += reaped_ ? " reaped" : " running";
+  }
+  return text + "; stdout: " + read_file(out_path_) + "; stderr: " + read_file(err_path_);
+}
+
 process_result run_process(const std::vector<std::string>& argv, const process_options& options) {
   background_process p(argv, options);
   return p.wait(options.timeout);
@@ -125,6 +147,20 @@ bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout) {
   while (std::chrono::steady_clock::now() < deadline) {
     struct stat st {};
     if (::stat(path.c_str(), &st) == 0 && st.st_size > 0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+bool wait_for_file(const std::string& path, const background_process& writer, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto written = [&] {
+    struct stat st {};
+    return ::stat(path.c_str(), &st) == 0 && st.st_size > 0;
+  };
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (written()) return true;
+    if (writer.exited()) return written();  // it may have written the file just before its exit
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;

@@ -37,6 +37,10 @@ class background_process {
   pid_t pid() const { return pid_; }
   /// Wait until it exits (SIGKILL and a failed expectation at the timeout).
   process_result wait(std::chrono::milliseconds timeout = std::chrono::milliseconds{20000});
+  /// Whether it has exited, without waiting and without reaping it (wait() still reports it).
+  bool exited() const;
+  /// Its exit (when exited()), stdout and stderr so far, for failure messages.
+  std::string describe() const;
 
  private:
   pid_t pid_ = -1;
@@ -56,5 +60,9 @@ std::string read_file(const std::string& path);
 bool file_exists(const std::string& path);
 /// Wait until `path` exists and is non-empty; false at the timeout.
 bool wait_for_file(const std::string& path, std::chrono::milliseconds timeout = std::chrono::milliseconds{10000});
+/// The same for a file `writer` writes: false also as soon as `writer` has exited without it (a
+/// failed start is then told from a slow one without waiting out the timeout).
+bool wait_for_file(const std::string& path, const background_process& writer,
+                   std::chrono::milliseconds timeout = std::chrono::milliseconds{10000});
 
 }  // namespace cli_test

@@ -73,6 +73,20 @@ class terminal_session {
     }
   }
   const std::string& screen() const { return screen_; }
+  /// For failure messages: everything the terminal shows until it is quiet for `quiet`, also what
+  /// no wait_for read yet (typed input echoed, a later prompt).
+  const std::string& drained(std::chrono::milliseconds quiet = std::chrono::milliseconds(300)) {
+    for (;;) {
+      pollfd p{master_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(quiet.count())) <= 0) break;
+      char buf[4096];
+      const ssize_t n = ::read(master_, buf, sizeof buf);
+      if (n <= 0) break;
+      screen_.append(buf, static_cast<std::size_t>(n));
+    }
+    return screen_;
+  }
+  pid_t shell_pid() const { return pid_; }
 
  private:
   pid_t pid_ = -1;
@@ -121,6 +135,56 @@ inline pid_t terminal_foreground_of(pid_t pid) {
   long ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = -1;
   if (!(fields >> state >> ppid >> pgrp >> session >> tty >> tpgid)) return -1;
   return static_cast<pid_t>(tpgid);
+}
+
+/// For failure messages: pid, name, state, parent, process group, the terminal's foreground group
+/// as it sees it, and its signal masks (pending, blocked, ignored, caught) of `pid`, its parent and
+/// its parent's parent (for CMD: the supervisor and sqllock run), and of every other process of
+/// `pid`'s group.
+inline std::string process_report(pid_t pid) {
+  auto one = [](pid_t p, long* parent, long* group) {
+    const std::string stat = read_file("/proc/" + std::to_string(p) + "/stat");
+    const auto open = stat.find('(');
+    const auto paren = stat.rfind(')');
+    if (open == std::string::npos || paren == std::string::npos) return std::to_string(p) + " gone\n";
+    std::istringstream fields(stat.substr(paren + 1));
+    char state = 0;
+    long ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = -1;
+    fields >> state >> ppid >> pgrp >> session >> tty >> tpgid;
+    if (parent != nullptr) *parent = ppid;
+    if (group != nullptr) *group = pgrp;
+    std::string out = std::to_string(p) + " " + stat.substr(open, paren - open + 1) + " " + state +
+                      " ppid=" + std::to_string(ppid) + " pgrp=" + std::to_string(pgrp) +
+                      " tpgid=" + std::to_string(tpgid);
+    std::istringstream status(read_file("/proc/" + std::to_string(p) + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      for (const char* key : {"SigPnd:", "ShdPnd:", "SigBlk:", "SigIgn:", "SigCgt:"}) {
+        const std::string k(key);
+        if (line.rfind(k, 0) != 0) continue;
+        const auto value = line.find_first_not_of(" \t", k.size());
+        out += " " + k.substr(0, k.size() - 1) + "=" + (value == std::string::npos ? "" : line.substr(value));
+      }
+    }
+    return out + "\n";
+  };
+  std::string out;
+  long parent = 0, group = 0;
+  out += "cmd " + one(pid, &parent, &group);
+  long grand = 0;
+  if (parent > 1) out += "parent " + one(static_cast<pid_t>(parent), &grand, nullptr);
+  if (grand > 1) out += "grandparent " + one(static_cast<pid_t>(grand), nullptr, nullptr);
+  if (DIR* proc = ::opendir("/proc")) {
+    while (const dirent* e = ::readdir(proc)) {
+      if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+      const pid_t p = static_cast<pid_t>(std::atol(e->d_name));
+      long g = 0;
+      if (p == pid) continue;
+      const std::string line = one(p, nullptr, &g);
+      if (g == pid) out += "in group " + line;
+    }
+    ::closedir(proc);
+  }
+  return out;
 }
 
 /// True once every process of group `pgid` is stopped (T) or a zombie, and there is at least one.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/sql_lexer.hpp"
+#include "core/text.hpp"
 #include "postgresql/postgresql_connection.hpp"
 #include "sqllock/postgresql.hpp"
 
@@ -117,6 +118,7 @@ class pg_session final : public session {
   cas_result cas(const cas_request& request) override {
     check_active("cas");
     if (request.key.empty()) throw invalid_argument("cas: the key selects no row (empty key)");
+    refuse_spaced_number_keys("cas", request.table, request.key);
     const std::string table = quote(request.table);
     const std::string version = quote(request.version_column);
     text_params params;
@@ -184,6 +186,7 @@ class pg_session final : public session {
 
   fenced_update_result fenced_update(const fenced_update_request& request) override {
     check_active("fenced_update");
+    refuse_spaced_number_keys("fenced_update", request.table, request.key);
     const std::string table = quote(request.table);
     const std::string fence = quote(request.fence_column);
     text_params params;
@@ -263,6 +266,7 @@ class pg_session final : public session {
           "lock_rows on an adopted PostgreSQL connection needs the application's transaction "
           "(BEGIN first): outside one, row locks end with the statement");
     }
+    for (const auto& k : request.keys) refuse_spaced_number_key("lock_rows", request.table, request.key_column, k);
     const bool bounded = request.mode == lock_wait::wait && request.timeout.has_value();
     // The bound is the statement's: lock_timeout bounds each lock wait on its own (rows locked by
     // transactions that end one after the other would each get the whole bound), so
@@ -359,6 +363,26 @@ class pg_session final : public session {
                                 (set.empty() ? "" : "; set column " + columns(set)) + " of table " + table_id + ")",
                             "give each key and value as its column's type. Nothing was written");
     }
+  }
+
+  /// A key given as text with space around it (" 1") for a column of a number type: bigint input
+  /// would trim it and select row 1, but a key is an exact value. Refused (invalid_argument) before
+  /// anything is written or locked. The column's type is looked up only for such a key.
+  void refuse_spaced_number_key(const std::string& what, const std::string& table_id, const std::string& column,
+                                const value& key) {
+    const auto* text = std::get_if<std::string>(&key);
+    if (text == nullptr || !space_around(*text)) return;
+    auto r = exec_params(conn_,
+                         "SELECT t.typcategory = 'N' FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                         "WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND NOT a.attisdropped",
+                         {quote(table_id), column}, "column_numeric");
+    if (PQntuples(r.get()) == 0 || field_text(r.get(), 0, 0) != "t") return;  // not a number column
+    throw invalid_argument(spaced_number_key_refusal(what, column, table_id));
+  }
+
+  void refuse_spaced_number_keys(const std::string& what, const std::string& table_id,
+                                 const std::vector<std::pair<std::string, value>>& key) {
+    for (const auto& [column, v] : key) refuse_spaced_number_key(what, table_id, column, v);
   }
 
   void check_active(const char* what) const {

@@ -75,7 +75,9 @@ enum class lock_strength { update, no_key_update };
 /// keep no row lock past the statement); otherwise the request is refused with invalid_argument
 /// before any lock is taken. On PostgreSQL a key that is no value of the column's type (a text key
 /// that is no number for a bigint column, one out of range) is invalid_argument too, and the
-/// transaction stays as it was. SQLite compares such a key as it is: a row with no such key.
+/// transaction stays as it was (so it does for `cas` and `fenced_update`). SQLite compares such a
+/// key as it is: a row with no such key. On every backend a key given as text with space around it
+/// (" 1") for a column that holds numbers is invalid_argument: a key is an exact value, never trimmed.
 /// On SQLite the whole database is write-locked by `BEGIN IMMEDIATE` when the transaction starts;
 /// the call then only reads the rows, and `nowait`/`timeout` apply to that begin.
 ///

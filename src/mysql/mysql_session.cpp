@@ -460,10 +460,7 @@ class mysql_session final : public session {
     if (index.numeric_column) {
       for (const auto& k : keys) {
         if (const auto* text = std::get_if<std::string>(&k); text && !number_text(*text)) {
-          throw invalid_argument("lock_rows: column " + column + " of table " + table_id +
-                                 " holds numbers and a key is text that is no number: it would be read as 0 "
-                                 "or as its leading digits, and lock another row; give the keys as numbers. "
-                                 "No lock was taken");
+          refuse_text_key_on_number_column("lock_rows", column, table_id, "No lock was taken");
         }
       }
     }
@@ -501,13 +498,17 @@ class mysql_session final : public session {
         std::lock_guard lock(indexes().mutex);
         indexes().numeric[cache_key] = *numeric;
       }
-      if (*numeric) {
-        throw invalid_argument(std::string(what) + ": column " + column + " of table " + table_id +
-                               " holds numbers and the key is text that is no number: it would be read as 0 "
-                               "or as its leading digits and select another row; give the key as a number. "
-                               "Nothing was written");
-      }
+      if (*numeric) refuse_text_key_on_number_column(what, column, table_id, "Nothing was written");
     }
+  }
+
+  /// The refusal of a key given as text that is no number (number_text) for a column that holds
+  /// numbers (lock_rows, cas, fenced_update); `outcome` says what was not done.
+  [[noreturn]] static void refuse_text_key_on_number_column(const std::string& what, const std::string& column,
+                                                            const std::string& table_id, const char* outcome) {
+    throw invalid_argument(what + ": column " + column + " of table " + table_id +
+                           " holds numbers and a key is text that is no number: it would be read as 0 or as its "
+                           "leading digits and select another row; give the keys as numbers. " + outcome);
   }
 
   usable_index find_index(const std::string& table_id, const std::string& column, bool fresh) {

@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "core/sql_lexer.hpp"
+#include "core/text.hpp"
 #include "postgresql/postgresql_connection.hpp"
 #include "sqllock/postgresql.hpp"
 
@@ -116,6 +118,7 @@ class pg_session final : public session {
   cas_result cas(const cas_request& request) override {
     check_active("cas");
     if (request.key.empty()) throw invalid_argument("cas: the key selects no row (empty key)");
+    refuse_spaced_number_keys("cas", request.table, request.key);
     const std::string table = quote(request.table);
     const std::string version = quote(request.version_column);
     text_params params;
@@ -134,6 +137,13 @@ class pg_session final : public session {
     const std::string sql = "UPDATE " + table + " SET " + set_sql + version + " = " + version + " + 1 WHERE " + where +
                             " AND " + version + " = $" + std::to_string(params.size() + 1) + " RETURNING " + version;
     params.push_back(std::to_string(request.expected_version));
+    return refusing_bad_data("cas", request.table, request.key, request.set, [&] {
+      return cas_statements(request, table, version, sql, std::move(params));
+    });
+  }
+
+  cas_result cas_statements(const cas_request& request, const std::string& table, const std::string& version,
+                            const std::string& sql, text_params params) {
     auto r = exec_params(conn_, sql, params, "cas");
     cas_result out;
     if (PQntuples(r.get()) > 0) {
@@ -176,6 +186,7 @@ class pg_session final : public session {
 
   fenced_update_result fenced_update(const fenced_update_request& request) override {
     check_active("fenced_update");
+    refuse_spaced_number_keys("fenced_update", request.table, request.key);
     const std::string table = quote(request.table);
     const std::string fence = quote(request.fence_column);
     text_params params;
@@ -196,6 +207,14 @@ class pg_session final : public session {
       key_params.push_back(to_text(v));
     }
     sql += " WHERE " + where + " AND coalesce(" + fence + ", 0) <= " + token_param;
+    return refusing_bad_data("fenced_update", request.table, request.key, request.set, [&] {
+      return fenced_update_statements(request, table, fence, sql, params, key_params);
+    });
+  }
+
+  fenced_update_result fenced_update_statements(const fenced_update_request& request, const std::string& table,
+                                                const std::string& fence, const std::string& sql,
+                                                const text_params& params, const text_params& key_params) {
     auto r = exec_params(conn_, sql, params, "fenced_update");
     if (affected_rows(r.get()) > 0) return {fenced_update_result::status::applied, request.token};
     std::string check_where;
@@ -247,6 +266,7 @@ class pg_session final : public session {
           "lock_rows on an adopted PostgreSQL connection needs the application's transaction "
           "(BEGIN first): outside one, row locks end with the statement");
     }
+    for (const auto& k : request.keys) refuse_spaced_number_key("lock_rows", request.table, request.key_column, k);
     const bool bounded = request.mode == lock_wait::wait && request.timeout.has_value();
     // The bound is the statement's: lock_timeout bounds each lock wait on its own (rows locked by
     // transactions that end one after the other would each get the whole bound), so
@@ -279,14 +299,11 @@ class pg_session final : public session {
     } catch (const lock_not_available&) {
       return not_available();
     } catch (const database_error& e) {
-      // Class 22 (data exception: 22P02 a key that is no text form of the column's type, 22003 out
-      // of its range): bad input, refused like any other. Rolled back to the savepoint (the lock
-      // wait bound with it), the transaction and its earlier work stay as they were.
-      if (!e.code().starts_with("22")) throw;
-      not_available();
-      throw invalid_argument("lock_rows: a key does not fit the type of column " + request.key_column + " of table " +
-                             request.table + " (SQLSTATE " + e.code() +
-                             "); give the keys as that type. No lock was taken");
+      // Rolled back to the savepoint, the lock wait bound goes with it.
+      refuse_data_exception(e, "sqllock_lock_rows",
+                            "lock_rows: a key does not fit the type of column " + request.key_column + " of table " +
+                                request.table,
+                            "give the keys as that type. No lock was taken");
     } catch (const query_canceled&) {
       // 57014 is statement_timeout and also a cancel request (pg_cancel_backend, an administrator's);
       // only the message, localized, tells them apart. The server starts the statement's timer after
@@ -305,6 +322,69 @@ class pg_session final : public session {
   }
 
  private:
+  /// A class 22 error (data exception: 22P02 a value that is no text form of its column's type,
+  /// 22003 one out of its range) of statements run in `savepoint` is bad input, refused like any
+  /// other: rolled back to the savepoint (and released), so the transaction and its earlier work
+  /// stay as they were, then invalid_argument "<refusal> (SQLSTATE c); <cure>". Any other error
+  /// propagates unchanged. Call it only while handling `e`.
+  [[noreturn]] void refuse_data_exception(const database_error& e, const std::string& savepoint,
+                                          const std::string& refusal, const std::string& cure) {
+    if (!e.code().starts_with("22")) throw;
+    if (!savepoint.empty()) {
+      exec_simple(conn_, "ROLLBACK TO SAVEPOINT " + savepoint + "; RELEASE SAVEPOINT " + savepoint, "savepoint");
+    }
+    throw invalid_argument(refusal + " (SQLSTATE " + e.code() + "); " + cure);
+  }
+
+  /// Runs `statements` (a write to one row chosen by `key`, setting `set`) in a savepoint of their
+  /// own when the connection is in a transaction, so that a key or value of the wrong type for its
+  /// column (text that is no number, or a number out of range, for a bigint column) is an
+  /// invalid_argument that writes nothing and leaves the transaction usable (refuse_data_exception)
+  /// instead of aborting it.
+  template <class Statements>
+  std::invoke_result_t<Statements&> refusing_bad_data(const std::string& what, const std::string& table_id,
+                                                      const std::vector<std::pair<std::string, value>>& key,
+                                                      const std::vector<std::pair<std::string, value>>& set,
+                                                      Statements&& statements) {
+    const std::string savepoint = PQtransactionStatus(conn_) == PQTRANS_INTRANS ? "sqllock_" + what : "";
+    if (!savepoint.empty()) exec_simple(conn_, "SAVEPOINT " + savepoint, what);
+    try {
+      auto out = statements();
+      if (!savepoint.empty()) exec_simple(conn_, "RELEASE SAVEPOINT " + savepoint, what);
+      return out;
+    } catch (const database_error& e) {
+      auto columns = [](const std::vector<std::pair<std::string, value>>& pairs) {
+        std::string out;
+        for (const auto& p : pairs) out += (out.empty() ? "" : ", ") + p.first;
+        return out;
+      };
+      refuse_data_exception(e, savepoint,
+                            what + ": a value does not fit the type of its column (key column " + columns(key) +
+                                (set.empty() ? "" : "; set column " + columns(set)) + " of table " + table_id + ")",
+                            "give each key and value as its column's type. Nothing was written");
+    }
+  }
+
+  /// A key given as text with space around it (" 1") for a column of a number type: bigint input
+  /// would trim it and select row 1, but a key is an exact value. Refused (invalid_argument) before
+  /// anything is written or locked. The column's type is looked up only for such a key.
+  void refuse_spaced_number_key(const std::string& what, const std::string& table_id, const std::string& column,
+                                const value& key) {
+    const auto* text = std::get_if<std::string>(&key);
+    if (text == nullptr || !space_around(*text)) return;
+    auto r = exec_params(conn_,
+                         "SELECT t.typcategory = 'N' FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                         "WHERE a.attrelid = to_regclass($1) AND a.attname = $2 AND NOT a.attisdropped",
+                         {quote(table_id), column}, "column_numeric");
+    if (PQntuples(r.get()) == 0 || field_text(r.get(), 0, 0) != "t") return;  // not a number column
+    throw invalid_argument(spaced_number_key_refusal(what, column, table_id));
+  }
+
+  void refuse_spaced_number_keys(const std::string& what, const std::string& table_id,
+                                 const std::vector<std::pair<std::string, value>>& key) {
+    for (const auto& [column, v] : key) refuse_spaced_number_key(what, table_id, column, v);
+  }
+
   void check_active(const char* what) const {
     if (done_)
       throw error(std::string("postgresql ") + what + ": the transaction has ended", std::string(backend_name), {},

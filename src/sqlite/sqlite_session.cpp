@@ -1,6 +1,8 @@
 // SQLite transactions: BEGIN IMMEDIATE (sent lazily), statements, CAS and whole-database "row locks".
+#include <cctype>
 #include <exception>
 
+#include "core/text.hpp"
 #include "sqlite/sqlite_connection.hpp"
 #include "sqllock/sqlite.hpp"
 
@@ -111,6 +113,7 @@ class sqlite_session final : public session {
   }
 
   cas_result cas_in(const cas_request& r) {
+    for (const auto& [column, v] : r.key) refuse_spaced_number_key("cas", r.table, column, v);
     ensure_begun(options_.lock_timeout);
     const std::string table = quote_identifier(r.table, dialect::sqlite);
     const std::string version = quote_identifier(r.version_column, dialect::sqlite);
@@ -161,6 +164,7 @@ class sqlite_session final : public session {
   }
 
   fenced_update_result fenced_update_in(const fenced_update_request& r) {
+    for (const auto& [column, v] : r.key) refuse_spaced_number_key("fenced_update", r.table, column, v);
     ensure_begun(options_.lock_timeout);
     const std::string table = quote_identifier(r.table, dialect::sqlite);
     const std::string fence = quote_identifier(r.fence_column, dialect::sqlite);
@@ -195,7 +199,9 @@ class sqlite_session final : public session {
             "lock_rows on an adopted SQLite connection needs the application's transaction to hold the write "
             "lock (BEGIN IMMEDIATE)");
       }
-    } else if (!begun_) {
+    }
+    for (const auto& k : r.keys) refuse_spaced_number_key("lock_rows", r.table, r.key_column, k);
+    if (!borrowed_ && !begun_) {
       std::optional<std::chrono::milliseconds> wait = options_.lock_timeout;
       if (r.mode != lock_wait::wait) wait = std::chrono::milliseconds(0);
       if (r.timeout) wait = r.mode == lock_wait::wait ? *r.timeout : std::chrono::milliseconds(0);
@@ -223,6 +229,33 @@ class sqlite_session final : public session {
   }
 
  private:
+  /// A key given as text with space around a number (" 1") for a column of numeric affinity (its
+  /// declared type has INT, or none of CHAR, CLOB, TEXT, BLOB and is not empty): SQLite would read
+  /// it as the number and select row 1, but a key is an exact value. Refused (invalid_argument)
+  /// before anything is written or locked. The column's type is looked up only for such a key.
+  void refuse_spaced_number_key(const std::string& what, const std::string& table_id, const std::string& column,
+                                const value& key) {
+    const auto* text = std::get_if<std::string>(&key);
+    if (text == nullptr || !space_around(*text)) return;
+    const auto dot = table_id.find('.');
+    const bool qualified = dot != std::string::npos;
+    auto s = prepare(db_,
+                     qualified ? "SELECT type FROM pragma_table_info(?1, ?3) WHERE name = ?2 COLLATE NOCASE"
+                               : "SELECT type FROM pragma_table_info(?1) WHERE name = ?2 COLLATE NOCASE",
+                     "column_type", false);
+    statement_run run(db_, s.get(), "column_type");
+    run.bind(1, qualified ? table_id.substr(dot + 1) : table_id);
+    run.bind(2, column);
+    if (qualified) run.bind(3, table_id.substr(0, dot));
+    if (!run.step()) return;  // no such column: the statement says so
+    std::string type = run.text_at(0).value_or("");
+    for (auto& c : type) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    const auto has = [&](const char* part) { return type.find(part) != std::string::npos; };
+    const bool numeric = has("INT") || !(type.empty() || has("CHAR") || has("CLOB") || has("TEXT") || has("BLOB"));
+    if (!numeric) return;
+    throw invalid_argument(spaced_number_key_refusal(what, column, table_id));
+  }
+
   /// Runs one statement of this transaction. A failed statement may have ended the transaction on
   /// its own (SQLite rolls all of it back for INSERT OR ROLLBACK, a table's ON CONFLICT ROLLBACK,
   /// RAISE(ROLLBACK), SQLITE_FULL, SQLITE_IOERR, SQLITE_NOMEM ...), leaving the connection in

@@ -165,3 +165,56 @@ TEST(BadInput, MigrateIsIdempotentAndCustomTablesWork) {
   auto info = other.inspect("x");
   EXPECT_TRUE(!info || info->holder != d.holder_id());
 }
+
+// A key is an exact value: a number with space around it (" 1", "1 ", "\t1") is no key of a number
+// column. PostgreSQL's bigint input and SQLite's type affinity trimmed it and selected row 1, MariaDB
+// refused it: every backend refuses it now (invalid_argument naming the column) before any write or
+// lock, and the transaction goes on. On a text column such a key is the text it is.
+TEST(BadInput, ANumberWithSpaceAroundItIsNoKeyOfANumberColumn) {
+  auto c = make_client();
+  user_table t(c, {{1, 10}});
+  const auto text_table = unique_name("text_keys");
+  {
+    auto tx = c.begin();
+    tx.execute("CREATE TABLE " + text_table + " (id VARCHAR(20) PRIMARY KEY, qty BIGINT NOT NULL, version BIGINT)");
+    tx.execute("INSERT INTO " + text_table + " VALUES (' 1', 10, 1)");
+    tx.commit();
+  }
+  auto tx = c.begin();
+  for (const std::string key : {" 1", "1 ", "\t1", " 1 "}) {
+    const std::string what = "key '" + key + "'";
+    EXPECT_THROW(tx.cas({.table = t.name(), .key = {{"id", key}}, .expected_version = 1,
+                         .set = {{"qty", std::int64_t{99}}}}),
+                 sqllock::invalid_argument)
+        << "cas, " << what;
+    EXPECT_THROW(tx.fenced_update({.table = t.name(), .key = {{"id", key}}, .fence_column = "version", .token = 5,
+                                   .set = {{"qty", std::int64_t{99}}}}),
+                 sqllock::invalid_argument)
+        << "fenced_update, " << what;
+    EXPECT_THROW(tx.lock_rows({.table = t.name(), .key_column = "id", .keys = {std::int64_t{1}, key}}),
+                 sqllock::invalid_argument)
+        << "lock_rows, " << what;
+  }
+  try {
+    tx.lock_rows({.table = t.name(), .key_column = "id", .keys = {std::string(" 1")}});
+  } catch (const sqllock::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("column id"), std::string::npos) << e.what();
+  }
+  // On a text column it is a key like any other; and the transaction went on.
+  auto locked = tx.lock_rows({.table = text_table, .key_column = "id", .keys = {std::string(" 1")}});
+  ASSERT_TRUE(locked.acquired());
+  EXPECT_EQ(locked.rows.size(), 1u);
+  EXPECT_TRUE(tx.cas({.table = text_table, .key = {{"id", std::string(" 1")}}, .expected_version = 1,
+                      .set = {{"qty", std::int64_t{11}}}})
+                  .applied());
+  EXPECT_TRUE(tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                      .set = {{"qty", std::int64_t{12}}}})
+                  .applied());
+  tx.commit();
+  auto drop = c.begin();
+  EXPECT_EQ(drop.query("SELECT qty FROM " + text_table).at(0).as_int(0), 11);
+  drop.execute("DROP TABLE " + text_table);
+  drop.commit();
+  EXPECT_EQ(t.qty(1), 12);
+  EXPECT_EQ(t.version(1), 2);
+}

@@ -107,6 +107,60 @@ TEST(Cas, InvalidIdentifiersAreRefusedAndChangeNothing) {
   EXPECT_EQ(t.version(1), 1);
 }
 
+// A key of the wrong type for the key column (text that is no number, or a number out of range,
+// for a BIGINT column) never writes a row: MariaDB read 'two' as 0 and '1x' as 1, PostgreSQL raised
+// 22P02/22003 inside the statement and left the whole transaction aborted. PostgreSQL refuses both
+// and MariaDB text that is no number (invalid_argument naming the column) before any write; MariaDB
+// compares a number out of range as the number it is, and SQLite, whose BIGINT column may hold such
+// text (type affinity), compares the text as it is: no row has it. Either way the transaction and
+// its earlier work go on.
+TEST(Cas, KeysOfTheWrongTypeWriteNothingAndLeaveTheTransactionUsable) {
+  auto c = make_client();
+  user_table t(c, {{0, 10}, {1, 10}, {2, 10}});
+  auto tx = c.begin();
+  tx.execute("UPDATE " + t.name() + " SET qty = 11 WHERE id = ?", {std::int64_t{2}});
+  for (const std::string key : {"two", "1x", "99999999999999999999"}) {
+    for (const bool fenced : {false, true}) {
+      const std::string what = std::string(fenced ? "fenced_update" : "cas") + " with key '" + key + "'";
+      const bool refused_by_backend = c.dialect() == sqllock::dialect::postgresql ||
+                                      (c.dialect() == sqllock::dialect::mysql && key != "99999999999999999999");
+      try {
+        const bool applied =
+            fenced ? tx.fenced_update({.table = t.name(), .key = {{"id", key}}, .fence_column = "version",
+                                       .token = 5, .set = {{"qty", std::int64_t{99}}}})
+                         .applied()
+                   : tx.cas({.table = t.name(), .key = {{"id", key}}, .expected_version = 1,
+                             .set = {{"qty", std::int64_t{99}}}})
+                         .applied();
+        EXPECT_FALSE(applied) << what;
+        EXPECT_FALSE(refused_by_backend) << what << " was not refused";
+      } catch (const sqllock::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find("column id"), std::string::npos) << e.what();
+      } catch (const sqllock::error& e) {
+        ADD_FAILURE() << what << ": not an invalid_argument: " << e.what();
+      }
+    }
+  }
+  // The transaction goes on, its earlier work with it.
+  try {
+    EXPECT_TRUE(tx.cas({.table = t.name(), .key = {{"id", std::int64_t{1}}}, .expected_version = 1,
+                        .set = {{"qty", std::int64_t{12}}}})
+                    .applied());
+    EXPECT_TRUE(tx.fenced_update({.table = t.name(), .key = {{"id", std::int64_t{2}}}, .fence_column = "version",
+                                  .token = 5, .set = {{"qty", std::int64_t{13}}}})
+                    .applied());
+    tx.commit();
+  } catch (const sqllock::error& e) {
+    ADD_FAILURE() << "the transaction did not go on: " << e.what();
+  }
+  EXPECT_EQ(t.qty(0), 10);
+  EXPECT_EQ(t.version(0), 1);
+  EXPECT_EQ(t.qty(1), 12);
+  EXPECT_EQ(t.version(1), 2);
+  EXPECT_EQ(t.qty(2), 13);
+  EXPECT_EQ(t.version(2), 5);
+}
+
 TEST(Transaction, RollsBackWhenDestroyedUncommitted) {
   auto c = make_client();
   user_table t(c, {{1, 5}});

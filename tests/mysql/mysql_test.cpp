@@ -636,17 +636,25 @@ TEST(MysqlRowLock, ATableWithoutRowLocksIsRefused) {
   run(*admin, "DROP TABLE " + name);
 }
 
+// An InnoDB table `name (key PRIMARY KEY, qty BIGINT NOT NULL)` holding `rows` (an SQL VALUES
+// list), made through `admin`, and a request to lock rows of it by its key column (keys still to set).
+sqllock::row_lock_request keyed_innodb_table(sql::Connection& admin, const std::string& name,
+                                             const std::string& key, const std::string& rows) {
+  run(admin, "CREATE TABLE " + name + " (" + key + " PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=InnoDB");
+  run(admin, "INSERT INTO " + name + " VALUES " + rows);
+  sqllock::row_lock_request req;
+  req.table = name;
+  req.key_column = key.substr(0, key.find(' '));
+  return req;
+}
+
 // A number compared with a string column makes MariaDB compare as numbers: the index cannot be
 // used and every row of the table is locked. Refused before any lock, like a missing index.
 TEST(MysqlRowLock, NumericKeysOnAStringColumnAreRefusedBeforeAnyLock) {
   auto c = make_client();
   const std::string name = unique_name("tsku");
   auto admin = raw_connection(url());
-  run(*admin, "CREATE TABLE " + name + " (sku VARCHAR(20) PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=InnoDB");
-  run(*admin, "INSERT INTO " + name + " VALUES ('1', 1), ('2', 2), ('3', 3)");
-  sqllock::row_lock_request req;
-  req.table = name;
-  req.key_column = "sku";
+  auto req = keyed_innodb_table(*admin, name, "sku VARCHAR(20)", "('1', 1), ('2', 2), ('3', 3)");
   req.keys = {sqllock::value(std::int64_t{1})};
   {
     auto tx = c.begin();
@@ -673,11 +681,7 @@ TEST(MysqlRowLock, TextKeysThatAreNoNumberOnANumericColumnAreRefusedBeforeAnyLoc
   auto c = make_client();
   const std::string name = unique_name("tnum");
   auto admin = raw_connection(url());
-  run(*admin, "CREATE TABLE " + name + " (id BIGINT PRIMARY KEY, qty BIGINT NOT NULL) ENGINE=InnoDB");
-  run(*admin, "INSERT INTO " + name + " VALUES (0, 0), (1, 1), (2, 2)");
-  sqllock::row_lock_request req;
-  req.table = name;
-  req.key_column = "id";
+  auto req = keyed_innodb_table(*admin, name, "id BIGINT", "(0, 0), (1, 1), (2, 2)");
   for (const char* bad : {"two", "", "1x", "0x10"}) {
     req.keys = {sqllock::value(std::int64_t{1}), sqllock::value(std::string(bad))};
     auto tx = c.begin();

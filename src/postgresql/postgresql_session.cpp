@@ -1,8 +1,11 @@
 // PostgreSQL transactions: statements with `?` parameters, CAS and row locks, owned or adopted.
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -53,6 +56,58 @@ std::int64_t affected_rows(const PGresult* r) {
   std::int64_t v = 0;
   if (s && *s) std::from_chars(s, s + std::char_traits<char>::length(s), v);
   return v;
+}
+
+/// A column's type as pg_attribute gives it: type oid and atttypmod (-1: no length or precision).
+struct column_type {
+  std::int64_t oid = 0;
+  std::int64_t typmod = -1;
+};
+
+/// Column types of the user tables cas and fenced_update write, per database and table name, for
+/// the whole process (refusing_bad_data). Never invalidated: a column whose type changed since
+/// costs at worst a savepoint not needed, or a data error that aborts the transaction as before.
+struct column_type_cache {
+  std::mutex mutex;
+  std::map<std::string, std::map<std::string, column_type>> tables;
+};
+column_type_cache& column_types() {
+  static column_type_cache cache;
+  return cache;
+}
+
+/// Whether the server's input of `v` (sent as text, see to_text) for a column of type `t` cannot
+/// raise a data exception (class 22): so sure only for the common cases (numbers for number
+/// columns, ASCII text for unbounded text columns); anything else may.
+bool fits_surely(const value& v, const column_type& t) {
+  constexpr std::int64_t int8 = 20, int2 = 21, int4 = 23, text = 25, float4 = 700, float8 = 701, bpchar = 1042,
+                         varchar = 1043, numeric = 1700;
+  const bool unbounded_text = t.oid == text || ((t.oid == varchar || t.oid == bpchar) && t.typmod < 0);
+  if (std::holds_alternative<std::monostate>(v)) return true;
+  if (const auto* n = std::get_if<std::int64_t>(&v)) {
+    switch (t.oid) {
+      case int8: case float4: case float8: return true;
+      case int4: return *n >= std::numeric_limits<std::int32_t>::min() && *n <= std::numeric_limits<std::int32_t>::max();
+      case int2: return *n >= std::numeric_limits<std::int16_t>::min() && *n <= std::numeric_limits<std::int16_t>::max();
+      case numeric: return t.typmod < 0;
+      default: return unbounded_text;
+    }
+  }
+  if (std::holds_alternative<double>(v)) return t.oid == float8 || (t.oid == numeric && t.typmod < 0);
+  const auto& s = std::get<std::string>(v);
+  if (unbounded_text) {
+    // ASCII without NUL: no encoding error is possible.
+    return std::all_of(s.begin(), s.end(), [](char c) { return c > 0 && static_cast<unsigned char>(c) < 0x80; });
+  }
+  if (t.oid == int8 || t.oid == int4 || t.oid == int2) {
+    std::int64_t n = 0;
+    const char* b = s.data() + (!s.empty() && s[0] == '+' ? 1 : 0);
+    const char* e = s.data() + s.size();
+    if (b == e || (*b == '-' && (b + 1 == e || b != s.data()))) return false;  // "", "-", "+-1"
+    const auto [end, ec] = std::from_chars(b, e, n);
+    return ec == std::errc() && end == e && fits_surely(value(n), t);
+  }
+  return false;
 }
 
 class pg_session final : public session {
@@ -137,7 +192,8 @@ class pg_session final : public session {
     const std::string sql = "UPDATE " + table + " SET " + set_sql + version + " = " + version + " + 1 WHERE " + where +
                             " AND " + version + " = $" + std::to_string(params.size() + 1) + " RETURNING " + version;
     params.push_back(std::to_string(request.expected_version));
-    return refusing_bad_data("cas", request.table, request.key, request.set, [&] {
+    return refusing_bad_data("cas", request.table, request.key, request.set,
+                             {request.version_column, value(request.expected_version)}, [&] {
       return cas_statements(request, table, version, sql, std::move(params));
     });
   }
@@ -207,7 +263,8 @@ class pg_session final : public session {
       key_params.push_back(to_text(v));
     }
     sql += " WHERE " + where + " AND coalesce(" + fence + ", 0) <= " + token_param;
-    return refusing_bad_data("fenced_update", request.table, request.key, request.set, [&] {
+    return refusing_bad_data("fenced_update", request.table, request.key, request.set,
+                             {request.fence_column, value(request.token)}, [&] {
       return fenced_update_statements(request, table, fence, sql, params, key_params);
     });
   }
@@ -341,18 +398,26 @@ class pg_session final : public session {
   /// column (text that is no number, or a number out of range, for a bigint column) is an
   /// invalid_argument that writes nothing and leaves the transaction usable (refuse_data_exception)
   /// instead of aborting it.
+  /// The savepoint costs two round trips, so it is taken only when some value may not fit
+  /// (fits_surely, with the table's column types looked up once per process): numbers for number
+  /// columns and ASCII text for text columns, the common case, go without one. `checked` adds the
+  /// statement's other parameters (the version or fence column and its value).
   template <class Statements>
   std::invoke_result_t<Statements&> refusing_bad_data(const std::string& what, const std::string& table_id,
                                                       const std::vector<std::pair<std::string, value>>& key,
                                                       const std::vector<std::pair<std::string, value>>& set,
+                                                      const std::pair<std::string, value>& checked,
                                                       Statements&& statements) {
-    const std::string savepoint = PQtransactionStatus(conn_) == PQTRANS_INTRANS ? "sqllock_" + what : "";
+    const bool in_transaction = PQtransactionStatus(conn_) == PQTRANS_INTRANS;
+    const bool surely = in_transaction && all_fit_surely(table_id, key, set, checked);
+    const std::string savepoint = in_transaction && !surely ? "sqllock_" + what : "";
     if (!savepoint.empty()) exec_simple(conn_, "SAVEPOINT " + savepoint, what);
     try {
       auto out = statements();
       if (!savepoint.empty()) exec_simple(conn_, "RELEASE SAVEPOINT " + savepoint, what);
       return out;
     } catch (const database_error& e) {
+      if (surely) throw;  // a type changed since it was cached: the transaction is aborted, as it says
       auto columns = [](const std::vector<std::pair<std::string, value>>& pairs) {
         std::string out;
         for (const auto& p : pairs) out += (out.empty() ? "" : ", ") + p.first;
@@ -363,6 +428,42 @@ class pg_session final : public session {
                                 (set.empty() ? "" : "; set column " + columns(set)) + " of table " + table_id + ")",
                             "give each key and value as its column's type. Nothing was written");
     }
+  }
+
+  bool all_fit_surely(const std::string& table_id, const std::vector<std::pair<std::string, value>>& key,
+                      const std::vector<std::pair<std::string, value>>& set,
+                      const std::pair<std::string, value>& checked) {
+    const char* db = PQdb(conn_);
+    const std::string cache_key = std::string(db ? db : "") + '\n' + table_id;
+    std::map<std::string, column_type> types;
+    bool cached = false;
+    {
+      std::lock_guard lock(column_types().mutex);
+      if (auto it = column_types().tables.find(cache_key); it != column_types().tables.end()) {
+        types = it->second;
+        cached = true;
+      }
+    }
+    if (!cached) {
+      auto r = exec_params(conn_,
+                           "SELECT a.attname, a.atttypid::int8, a.atttypmod FROM pg_attribute a "
+                           "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
+                           {quote(table_id)}, "column_types");
+      for (int i = 0; i < PQntuples(r.get()); ++i) {
+        column_type t;
+        t.oid = std::stoll(field_text(r.get(), i, 1));
+        t.typmod = std::stoll(field_text(r.get(), i, 2));
+        types.emplace(field_text(r.get(), i, 0), t);
+      }
+      if (types.empty()) return false;  // no such table (yet): the statement says so
+      std::lock_guard lock(column_types().mutex);
+      column_types().tables[cache_key] = types;
+    }
+    auto fits = [&](const std::pair<std::string, value>& p) {
+      const auto it = types.find(p.first);
+      return it != types.end() && fits_surely(p.second, it->second);
+    };
+    return std::all_of(key.begin(), key.end(), fits) && std::all_of(set.begin(), set.end(), fits) && fits(checked);
   }
 
   /// A key given as text with space around it (" 1") for a column of a number type: bigint input

@@ -97,6 +97,29 @@ TEST_F(cli, messages_while_the_command_has_the_terminal_do_not_stop_sqllock) {
   EXPECT_NE(r.out.find("sending SIGTERM"), std::string::npos) << "written while in the background: " << r.out;
 }
 
+/// Types `sqllock run --name tty -- bash CMD_SH` into the interactive bash of `term` and waits
+/// until CMD (which writes its pid to PID_FILE) has the terminal. Returns CMD's pid, the
+/// leader of its own process group; 0 after a failure it reports.
+pid_t run_cmd_sh_in_foreground(terminal_session& term, const std::string& url, const std::string& cmd_sh,
+                               const std::string& pid_file) {
+  if (!term.started() || !term.wait_for("$ ")) {
+    ADD_FAILURE() << "the interactive bash did not start: " << term.drained();
+    return 0;
+  }
+  term.type(in_foreground(" run --url " + url + " --name tty -- bash " + cmd_sh));
+  if (!wait_for_file(pid_file)) {
+    ADD_FAILURE() << "CMD did not start: " << term.drained();
+    return 0;
+  }
+  const pid_t cmd = std::stoi(read_file(pid_file));
+  if (!wait_until([&] { return terminal_foreground_of(cmd) == cmd; })) {
+    ADD_FAILURE() << "CMD never had the terminal: " << term.drained();
+    ::kill(-cmd, SIGKILL);
+    return 0;
+  }
+  return cmd;
+}
+
 TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
   // An interactive bash on a pseudo-terminal: Ctrl-Z stops CMD and sqllock together (bash sees
   // the job stopped, the lock stays held), `fg` resumes both, Ctrl-C then ends CMD. Each step
@@ -104,13 +127,9 @@ TEST_F(cli, ctrl_z_suspends_the_job_and_fg_resumes_it) {
   write_file("cmd.sh", "trap 'echo int >> " + path("ints") + "; exit 5' INT\necho $$ > " + path("pid") +
                            "\nwhile :; do sleep 0.05; done\n");
   terminal_session term;
-  ASSERT_TRUE(term.started());
-  ASSERT_TRUE(term.wait_for("$ "));
-  term.type(in_foreground(" run --url " + url_ + " --name tty -- bash " + path("cmd.sh")));
-  ASSERT_TRUE(wait_for_file(path("pid"))) << term.screen();
-  const pid_t cmd = std::stoi(trimmed_file("pid"));  // CMD leads its own process group
+  const pid_t cmd = run_cmd_sh_in_foreground(term, url_, path("cmd.sh"), path("pid"));
+  ASSERT_GT(cmd, 0);
   const command_group_killer cleanup{cmd};
-  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(cmd) == cmd; })) << "CMD has the terminal";
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.screen();
   ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd); })) << process_group_states(cmd);
@@ -149,15 +168,11 @@ TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_
   write_file("cmd.sh", "echo $$ > " + path("pid") + "\nwhile [ ! -e " + path("go") +
                            " ]; do sleep 0.05; done\nread line\necho \"got $line\" > " + path("got") + "\nexit 3\n");
   terminal_session term;
-  ASSERT_TRUE(term.started());
-  ASSERT_TRUE(term.wait_for("$ "));
-  term.type(in_foreground(" run --url " + url_ + " --name tty -- bash " + path("cmd.sh")));
-  ASSERT_TRUE(wait_for_file(path("pid"))) << term.drained();
-  const pid_t cmd = std::stoi(trimmed_file("pid"));  // CMD leads its own process group
+  const pid_t cmd = run_cmd_sh_in_foreground(term, url_, path("cmd.sh"), path("pid"));
+  ASSERT_GT(cmd, 0);
   const command_group_killer cleanup{cmd};
   const pid_t supervisor = state_and_parent(cmd).second;
   const pid_t run = state_and_parent(supervisor).second;
-  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(cmd) == cmd; })) << "CMD has the terminal";
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.drained();
   ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd) && state_and_parent(run).first == 'T'; }))

@@ -771,8 +771,8 @@ TEST_F(PostgreSQL, AKeyOfTheWrongTypeIsAnInvalidArgumentThatLeavesTheTransaction
 
 // cas and fenced_update refuse a key or value of the wrong type inside a savepoint of their own
 // (Cas.KeysOfTheWrongTypeWriteNothingAndLeaveTheTransactionUsable), which costs two round trips
-// (SAVEPOINT, RELEASE): CAS throughput in bench scenario 6 fell from 0.23-0.27x to 0.17x of the
-// atomic UPDATE with one on every call. It is taken only when a value may not fit its column's
+// (SAVEPOINT, RELEASE): CAS throughput in bench scenario 6 fell by about a tenth with one on every
+// call (loopback; more over a network). It is taken only when a value may not fit its column's
 // type (the table's column types looked up once): numbers for bigint columns go without one.
 // Seen in the server log (log_statement=all on this client's sessions only).
 TEST_F(PostgreSQL, CasAndFencedUpdateTakeASavepointOnlyForAValueThatMayNotFit) {

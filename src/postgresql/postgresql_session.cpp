@@ -435,35 +435,33 @@ class pg_session final : public session {
                       const std::pair<std::string, value>& checked) {
     const char* db = PQdb(conn_);
     const std::string cache_key = std::string(db ? db : "") + '\n' + table_id;
-    std::map<std::string, column_type> types;
-    bool cached = false;
+    auto all_fit = [&](const std::map<std::string, column_type>& types) {
+      auto fits = [&](const std::pair<std::string, value>& p) {
+        const auto it = types.find(p.first);
+        return it != types.end() && fits_surely(p.second, it->second);
+      };
+      return std::all_of(key.begin(), key.end(), fits) && std::all_of(set.begin(), set.end(), fits) && fits(checked);
+    };
     {
       std::lock_guard lock(column_types().mutex);
-      if (auto it = column_types().tables.find(cache_key); it != column_types().tables.end()) {
-        types = it->second;
-        cached = true;
-      }
+      if (auto it = column_types().tables.find(cache_key); it != column_types().tables.end()) return all_fit(it->second);
     }
-    if (!cached) {
-      auto r = exec_params(conn_,
-                           "SELECT a.attname, a.atttypid::int8, a.atttypmod FROM pg_attribute a "
-                           "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
-                           {quote(table_id)}, "column_types");
-      for (int i = 0; i < PQntuples(r.get()); ++i) {
-        column_type t;
-        t.oid = std::stoll(field_text(r.get(), i, 1));
-        t.typmod = std::stoll(field_text(r.get(), i, 2));
-        types.emplace(field_text(r.get(), i, 0), t);
-      }
-      if (types.empty()) return false;  // no such table (yet): the statement says so
-      std::lock_guard lock(column_types().mutex);
-      column_types().tables[cache_key] = types;
+    std::map<std::string, column_type> types;
+    auto r = exec_params(conn_,
+                         "SELECT a.attname, a.atttypid::int8, a.atttypmod FROM pg_attribute a "
+                         "WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped",
+                         {quote(table_id)}, "column_types");
+    for (int i = 0; i < PQntuples(r.get()); ++i) {
+      column_type t;
+      t.oid = std::stoll(field_text(r.get(), i, 1));
+      t.typmod = std::stoll(field_text(r.get(), i, 2));
+      types.emplace(field_text(r.get(), i, 0), t);
     }
-    auto fits = [&](const std::pair<std::string, value>& p) {
-      const auto it = types.find(p.first);
-      return it != types.end() && fits_surely(p.second, it->second);
-    };
-    return std::all_of(key.begin(), key.end(), fits) && std::all_of(set.begin(), set.end(), fits) && fits(checked);
+    if (types.empty()) return false;  // no such table (yet): the statement says so
+    const bool fit = all_fit(types);
+    std::lock_guard lock(column_types().mutex);
+    column_types().tables.insert_or_assign(cache_key, std::move(types));
+    return fit;
   }
 
   /// A key given as text with space around it (" 1") for a column of a number type: bigint input

@@ -1204,16 +1204,16 @@ void lease_engine::release(lease_state& hold, std::optional<steady::time_point> 
     try {
       db_->queue_leave(a.ref.owner, request->deadline);
     } catch (const error& e) {
-      if (worth_sending_again(e)) {
-        // Given up once the ticket has certainly expired (it is renewed by polls only).
-        outbox_.add_leave(*request, steady::now() + std::max(a.last_ttl, hold.options.fair_ticket_ttl) + milliseconds(1000));
+      const bool again = worth_sending_again(e);
+      if (again) {
+        outbox_.add_leave(*request, give_up_at);  // past the ticket's own expiry (above)
         renewer_->poke();
       }
       if (options_.log) {
         log_message(options_, log_level::debug,
                     "the ticket of '" + a.ref.name + "' (token " + std::to_string(a.ref.token) +
                         ") was not deleted after its release: " + e.what() +
-                        (worth_sending_again(e) ? "; sent again in the background" : "; it expires by itself"));
+                        (again ? "; sent again in the background" : "; it expires by itself"));
       }
     }
   }

@@ -1611,6 +1611,35 @@ TEST(MysqlWake, AReleaseOnTheWatchdogLaneThatMatchesNothingStillLetsTheCallersWa
             1);
 }
 
+// A fair poll takes the wake-up lock of a lease handed to it in the read that finds it
+// (queue_state.sql), waiting up to 50 ms for it while leaving the statement 50 ms of its budget.
+// With less than that left it did not ask at all: the new holder held the lease without its key,
+// and its release woke no other client's waiter through GET_LOCK. It now asks without waiting, as
+// the acquire's upsert does.
+TEST(MysqlFair, APollWithNoTimeLeftToWaitStillTakesTheWakeUpLockOfALeaseHandedToIt) {
+  auto admin = admin_connection();
+  auto b = make_backend();
+  const std::string name = unique_name("fairnear");
+  const std::string owner = hand_over(*admin, name);
+  sqllock::detail::queue_outcome place;
+  // 50 ms left. Not answered by then (a loaded machine), the connection is closed and the poll is
+  // connection_lost: tried again on a new connection, at most 5 times.
+  for (int i = 0; i < 5; ++i) {
+    try {
+      place = b->queue_poll({name, "w", owner, 60s, std::chrono::steady_clock::now() + 50ms, 1, false});
+      break;
+    } catch (const sqllock::connection_lost&) {
+      b->inspect(name, in_5s());
+    }
+  }
+  ASSERT_TRUE(place.mine) << "no poll was answered within 50 ms";
+  EXPECT_EQ(place.token, 7);
+  EXPECT_GT(key_holder(*admin, name), 0) << "the poll with 50 ms left took no wake-up lock";
+  // Taken as this owner's: its release lets it go.
+  EXPECT_TRUE(b->release({{name, owner, 7}, 0ms, in_5s(), true}, sqllock::detail::lane::caller));
+  EXPECT_EQ(key_holder(*admin, name), 0) << "the release did not let the wake-up lock go";
+}
+
 }  // namespace
 
 // Secrets are redacted, identifiers are not: "Unknown database 'x'" names the database to fix,

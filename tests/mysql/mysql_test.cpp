@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/test_support.hpp"
+#include "core/backend.hpp"
 #include "mysql/mysql_connection.hpp"
 #include "mysql/mysql_waker.hpp"
 #include "sqllock/mysql.hpp"
@@ -1547,6 +1548,96 @@ TEST(MysqlFair, EveryHandOverAmongSeveralClientsIsWokenWithoutPolling) {
   EXPECT_LT(worst.load(), 3000) << slow.load() << " waits of 1.5 s or more, the longest " << worst.load()
                                 << " ms: a hand-over found by polling, not woken";
   EXPECT_LT(took, 8000);
+}
+
+// ---- the wake-up lock through the backend seam -----------------------------------------------
+
+std::unique_ptr<sqllock::detail::backend> make_backend() {
+  return sqllock::detail::make_mysql_backend({sqllock::parse_url(url()), sqllock::client_options{}});
+}
+
+std::chrono::steady_clock::time_point in_5s() { return std::chrono::steady_clock::now() + 5s; }
+
+/// The connection id that holds the wake-up lock (GET_LOCK key) of `name`; 0 when it is free.
+std::int64_t key_holder(sql::Connection& c, const std::string& name) {
+  return scalar(c, "SELECT COALESCE(IS_USED_LOCK(" + wake_key_sql(name) + "), 0)");
+}
+
+/// What fair_release.sql leaves when it hands `name` to owner `name + "/w"`: the owner's live
+/// ticket, and the lock row its live lease (token 7). Returns the owner id.
+std::string hand_over(sql::Connection& c, const std::string& name) {
+  exec(c,
+       "INSERT INTO sqllock_locks_queue (name, owner, holder_id, ttl_ms, enqueued_at, expires_at) "
+       "VALUES (?, CONCAT(?, '/w'), 'w', 60000, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 60 SECOND)",
+       {name, name});
+  set_row(c, name, 7, "w");
+  return name + "/w";
+}
+
+// A release that the outbox sends again goes out on the watchdog's connection, while the lease's
+// wake-up lock is held by the callers' connection: the release is noted, and that connection lets
+// the key go before its next statement. It was noted only when the release freed the row. One that
+// matched nothing left the key on the callers' connection until that closed or took the name
+// again: a lease lost (here force-released elsewhere), or a fair waiter giving up whose poll had
+// found the lock handed to it and taken the key, and which lost the row before it could use it.
+// Another client's next holder then found the key busy (GET_LOCK(key, 0)), and its release woke
+// no waiter through GET_LOCK.
+TEST(MysqlWake, AReleaseOnTheWatchdogLaneThatMatchesNothingStillLetsTheCallersWakeUpLockGo) {
+  auto admin = admin_connection();
+  auto b = make_backend();
+  auto other = make_client();
+  const std::string plain = unique_name("wdplain");
+  const auto got = b->acquire({plain, "h", plain + "/o", 10s, in_5s()});
+  ASSERT_TRUE(got.acquired);
+  const std::int64_t callers = key_holder(*admin, plain);
+  ASSERT_GT(callers, 0) << "the acquire took no wake-up lock";
+  ASSERT_TRUE(other.force_release(plain));
+  EXPECT_FALSE(b->release({{plain, plain + "/o", got.token}, 0ms, in_5s()}, sqllock::detail::lane::watchdog));
+
+  const std::string fair = unique_name("wdfair");
+  const std::string owner = hand_over(*admin, fair);
+  const auto place = b->queue_poll({fair, "w", owner, 60s, in_5s(), 1, false});
+  ASSERT_TRUE(place.mine);
+  ASSERT_EQ(key_holder(*admin, fair), callers) << "the poll that found the hand-over took no wake-up lock";
+  ASSERT_TRUE(other.force_release(fair));
+  // The waiter gives up (token 0: whatever it holds); sent again by the outbox.
+  EXPECT_FALSE(b->release({{fair, owner, 0}, 0ms, in_5s(), true}, sqllock::detail::lane::watchdog));
+
+  b->inspect(plain, in_5s());  // the callers' connection's next statement
+  EXPECT_EQ(key_holder(*admin, plain), 0) << "the lost plain lease's wake-up lock is still held";
+  EXPECT_EQ(key_holder(*admin, fair), 0) << "the fair waiter's wake-up lock is still held after it gave up";
+  // Let go by that connection, not with it (a new connection would hold no key anyway).
+  EXPECT_EQ(scalar(*admin, "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE ID = " + std::to_string(callers)),
+            1);
+}
+
+// A fair poll takes the wake-up lock of a lease handed to it in the read that finds it
+// (queue_state.sql), waiting up to 50 ms for it while leaving the statement 50 ms of its budget.
+// With less than that left it did not ask at all: the new holder held the lease without its key,
+// and its release woke no other client's waiter through GET_LOCK. It now asks without waiting, as
+// the acquire's upsert does.
+TEST(MysqlFair, APollWithNoTimeLeftToWaitStillTakesTheWakeUpLockOfALeaseHandedToIt) {
+  auto admin = admin_connection();
+  auto b = make_backend();
+  const std::string name = unique_name("fairnear");
+  const std::string owner = hand_over(*admin, name);
+  sqllock::detail::queue_outcome place;
+  // 50 ms left. Not answered by then (a loaded machine), the connection is closed and the poll is
+  // connection_lost: tried again on a new connection, at most 5 times.
+  for (int i = 0; i < 5; ++i) {
+    try {
+      place = b->queue_poll({name, "w", owner, 60s, std::chrono::steady_clock::now() + 50ms, 1, false});
+      break;
+    } catch (const sqllock::connection_lost&) {
+      b->inspect(name, in_5s());
+    }
+  }
+  ASSERT_TRUE(place.mine) << "no poll was answered within 50 ms";
+  EXPECT_EQ(place.token, 7);
+  EXPECT_GT(key_holder(*admin, name), 0) << "the poll with 50 ms left took no wake-up lock";
+  // Taken as this owner's: its release lets it go.
+  EXPECT_TRUE(b->release({{name, owner, 7}, 0ms, in_5s(), true}, sqllock::detail::lane::caller));
+  EXPECT_EQ(key_holder(*admin, name), 0) << "the release did not let the wake-up lock go";
 }
 
 }  // namespace

@@ -986,6 +986,45 @@ TEST(EngineFair, AnUnansweredTicketLeaveAfterAMinHoldReleaseIsSentAgain) {
   for (const auto& [seq, t] : db->queue) EXPECT_NE(t.owner, held->acq->ref.owner) << "the releaser's ticket stayed";
 }
 
+// The release itself unanswered: its outbox entry deletes the ticket after it, and was given up
+// once the lease had certainly expired (its expiry + its TTL + 1 s), with the ticket, whose TTL
+// may be the longer, still live: an outage that ended between the two left the ticket to stall the
+// queue until it expired. The entry is now kept until the ticket has expired too. Here the outage
+// ends just past the old give-up point, and an acquire of the name by the same client sends the
+// entry at once (a caller about to acquire a name sends its pending releases first).
+TEST(EngineFair, AnUnansweredMinHoldReleaseStillDeletesItsTicketOnceTheLeaseHasExpired) {
+  auto db = std::make_shared<d::fake_database>();
+  auto ab = std::make_unique<d::fake_backend>(db);
+  d::fake_backend* afake = ab.get();
+  auto ea = std::make_shared<d::lease_engine>(std::move(ab), sqllock::client_options{});
+  auto kept = fair_opts(3s);
+  kept.ttl = 100ms;
+  kept.min_hold = 50ms;
+  auto held = ea->acquire("n", kept, 0ms, {}, false);
+  ASSERT_TRUE(held);
+  const std::string owner = held->acq->ref.owner;
+  const auto ticket_stays = [&] {
+    std::lock_guard lk(db->mu);
+    for (const auto& [seq, t] : db->queue) {
+      if (t.owner == owner) return true;
+    }
+    return false;
+  };
+  ASSERT_TRUE(ticket_stays());
+  afake->fail(d::fake_op::release, 1000);  // the release and the outbox's sends of it: no answer
+  EXPECT_THROW(ea->release(*held), sqllock::connection_lost);
+  // Where the entry was given up before (100 ms past it, for a renewal answered meanwhile).
+  std::this_thread::sleep_until(held->acq->valid_until_time() + kept.ttl + 1100ms);
+  ASSERT_TRUE(ticket_stays());
+  afake->heal(d::fake_op::release);
+  sqllock::lease_options plain;
+  plain.ttl = 10s;
+  auto again = ea->acquire("n", plain, 0ms, {}, false);
+  EXPECT_FALSE(ticket_stays()) << "the releaser's ticket stayed: its deletion was given up before the ticket expired";
+  ASSERT_TRUE(again);
+  ea->release(*again);
+}
+
 // A waiter that its poll finds handed the lock takes the lease from that read: no acquire (no
 // commit) between the hand-over and its return; the lease, still at the ticket's TTL, is extended
 // to its own TTL by the watchdog at once (issue 16: one commit off the fair critical path).

@@ -199,4 +199,43 @@ TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_
   EXPECT_EQ(status_json().items.size(), 0u);
 }
 
+TEST_F(cli, fg_of_a_job_that_bg_left_running_gives_the_command_the_terminal) {
+  // Ctrl-Z, `bg`, then `fg` while CMD still runs: bash gives the terminal to the job's group,
+  // which is sqllock's (CMD runs in a group of its own), and sends no SIGCONT to a running job.
+  // When CMD then reads the terminal, the kernel stops it (SIGTTIN); sqllock, in the foreground,
+  // gives CMD the terminal and continues it. It used to stop the whole job instead ("Stopped"),
+  // so that a job brought back with fg could never read its terminal.
+  write_file("cmd.sh", "echo $$ > " + path("pid") + "\nwhile [ ! -e " + path("go") +
+                           " ]; do sleep 0.05; done\nread line\necho \"got $line\" > " + path("got") + "\nexit 3\n");
+  terminal_session term;
+  const pid_t cmd = run_cmd_sh_in_foreground(term, url_, path("cmd.sh"), path("pid"));
+  ASSERT_GT(cmd, 0);
+  const command_group_killer cleanup{cmd};
+  const pid_t supervisor = state_and_parent(cmd).second;
+  const pid_t run = state_and_parent(supervisor).second;
+  term.type("\x1a");
+  ASSERT_TRUE(term.wait_for("Stopped")) << term.drained();
+  ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd) && state_and_parent(run).first == 'T'; }))
+      << process_report(cmd);
+  term.type("bg\n");
+  ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && state_and_parent(run).first != 'T'; }))
+      << "bg continues sqllock and CMD: " << process_report(cmd) << term.drained();
+  const pid_t shell = term.shell_pid();
+  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(shell) == shell; }))
+      << "after bg the shell has the terminal: " << process_report(cmd) << term.drained();
+  term.type("fg\n");
+  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(shell) == run; }))
+      << "fg gives the job's group, sqllock's, the terminal: " << process_report(cmd) << term.drained();
+  const std::size_t after_fg = term.drained().size();  // what the terminal showed up to fg
+  write_file("go", "");  // CMD reads the terminal now
+  term.type("hello\n");
+  ASSERT_TRUE(wait_for_file(path("got"))) << "CMD could not read the terminal: " << process_report(cmd) << "shell "
+                                          << process_report(shell) << term.drained();
+  EXPECT_EQ(trimmed_file("got"), "got hello");
+  term.type("echo rc=$?.\n");
+  EXPECT_TRUE(term.wait_for("rc=3.")) << "fg returns sqllock's exit code, CMD's own: " << term.screen();
+  EXPECT_EQ(term.screen().find("Stopped", after_fg), std::string::npos) << "the job stopped after fg: " << term.screen();
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
 }  // namespace

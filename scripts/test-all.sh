@@ -191,7 +191,8 @@ if [[ $failed -gt 0 ]]; then
   echo "=== failure digest (whole output above)"
   for f in "$work"/ctest-*.log; do
     [[ -e "$f" ]] || continue
-    grep -E '\*\*\*(Failed|Timeout|Exception)|^\[  FAILED  \] [A-Za-z]' "$f" | sort -u | head -n 12 || true
+    grep -E '\*\*\*(Failed|Timeout|Exception)|^\[  FAILED  \] [A-Za-z]|^(=== )?shards\.sh: |^=== shard [0-9]+ of [0-9]+ \(exit [1-9]' "$f" |
+      sort -u | head -n 12 || true
     grep -E -A 5 '^[^ ]+:[0-9]+: Failure$|ERROR: (Address|Leak)Sanitizer|WARNING: ThreadSanitizer|runtime error:|^VIOLATION ' "$f" | cut -c1-300 | head -n 30 || true
   done
 fi

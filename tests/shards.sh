@@ -4,7 +4,7 @@
 # in turn, and fail if any shard failed or if the shards together ran another number of tests than
 # the program lists (a shard that died early is a failure, never a smaller pass).
 #
-# Why: the conformance and story suites spend nearly all their time waiting (leases expiring,
+# Why: the conformance suites spend nearly all their time waiting (leases expiring,
 # waiters polling, servers answering): conformance_postgresql takes about 68 s of wall time for
 # 2.5 s of CPU. Each test works on names and tables of its own (and each SQLite shard on a
 # database file of its own), so shards run side by side on the shared servers. The suites hold
@@ -25,11 +25,18 @@ if [[ ${SQLLOCK_TEST_SHARDS_MAX:-} =~ ^[1-9][0-9]*$ && $SQLLOCK_TEST_SHARDS_MAX 
   n=$SQLLOCK_TEST_SHARDS_MAX
 fi
 
+# A shard still running after this many seconds is stopped (SIGTERM, then SIGKILL 5 s later) and
+# its output so far printed, ending in the test it hung in: under ctest's own TIMEOUT (900 s for
+# the conformance suites), which kills this script and its shards with SIGKILL and shows nothing.
+limit=${SQLLOCK_SHARDS_TIMEOUT:-840}
+
 work=$(mktemp -d "${TMPDIR:-/tmp}/shards.XXXXXX")
 pids=()
+timer=""
 cleanup() {
-  # Stopped by ctest's timeout (or Ctrl-C): the shards go too.
+  # Stopped (Ctrl-C, or a TERM to this script): the shards go too.
   local p
+  [[ -z $timer ]] || kill "$timer" 2>/dev/null || true
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   rm -rf "$work"
 }
@@ -50,6 +57,18 @@ for ((i = 0; i < n; i++)); do
   pids+=("$!")
 done
 
+(
+  trap 'kill "$nap" 2>/dev/null; exit 0' TERM
+  sleep "$limit" &
+  nap=$!
+  wait "$nap"
+  echo "=== shards.sh: still running after ${limit} s: stopping the shards" >"$work/timeout"
+  kill -TERM "${pids[@]}" 2>/dev/null
+  sleep 5
+  kill -KILL "${pids[@]}" 2>/dev/null
+) </dev/null >/dev/null 2>&1 &
+timer=$!
+
 status=0
 ran=0
 for ((i = 0; i < n; i++)); do
@@ -62,6 +81,13 @@ for ((i = 0; i < n; i++)); do
   ran=$((ran + ${count:-0}))
 done
 pids=()
+kill "$timer" 2>/dev/null || true
+wait "$timer" 2>/dev/null || true
+timer=""
+if [[ -e $work/timeout ]]; then
+  cat "$work/timeout"
+  status=1
+fi
 
 echo "=== $n shards: $ran of $listed tests ran, $((SECONDS - start)) s"
 if [[ $ran -ne $listed ]]; then

@@ -1621,6 +1621,7 @@ TEST(MysqlFair, APollWithNoTimeLeftToWaitStillTakesTheWakeUpLockOfALeaseHandedTo
   auto b = make_backend();
   const std::string name = unique_name("fairnear");
   const std::string owner = hand_over(*admin, name);
+  b->inspect(name, in_5s());  // the callers' connection open: the poll below need not connect
   sqllock::detail::queue_outcome place;
   // 50 ms left. Not answered by then (a loaded machine), the connection is closed and the poll is
   // connection_lost: tried again on a new connection, at most 5 times.

@@ -403,7 +403,9 @@ TEST_F(PostgreSQL, ReadersAndWritersMeetingLockedRowsLogNoErrorOnTheServer) {
 // Watched here: the reader row's xmax, sampled every 2 ms from another connection while the writer
 // waits 1 s. Only this test touches that row (the reader does not renew): the writer's first look
 // locks it once (rw_readers_check_nowait), so at most 2 values are seen (0, then that look's
-// transaction id); a writer locking it at every poll shows a new one per poll. The server-wide
+// transaction id); a writer locking it at every poll shows a new one per poll. Also sampled: every
+// row of the name (writer, readers, fence) as xmin/xmax, which a poll that wrote or locked any of
+// them (an UPDATE leaves xmax 0 on the new version) would change each time. The server-wide
 // count of transaction ids is printed as a metric only: the other tests that ctest runs beside
 // this one on the same server take transaction ids too (CI once saw 7 in this window).
 TEST_F(PostgreSQL, AWriterWaitingBehindALiveReaderPollsWithoutWriting) {
@@ -423,18 +425,25 @@ TEST_F(PostgreSQL, AWriterWaitingBehindALiveReaderPollsWithoutWriting) {
   const std::string reader_xmax = "SELECT string_agg(xmax::text, ',') FROM sqllock_locks WHERE name >= '" + lo +
                                   "' AND name < '" + hi + "'";  // lo, hi: the test's own name
   ASSERT_EQ(admin.run(reader_xmax), "0") << "the reader row was locked before the writer came";
+  // Every row of the name (writer, readers, fence): a new version (xmin) or a row lock (xmax).
+  const auto [rows_lo, rows_hi] = sqllock::detail::rw_rows_range(name);
+  const std::string rows_state = "SELECT string_agg(xmin::text || '/' || xmax::text, ',' ORDER BY name) FROM "
+                                 "sqllock_locks WHERE name >= '" + rows_lo + "' AND name < '" + rows_hi + "'";
   auto warm = writer.try_acquire(unique("pg_rw_poll_warm"), {.auto_renew = false});  // connections open
   ASSERT_TRUE(warm);
   warm->release();
 
   std::atomic<bool> done{false};
-  std::vector<std::string> seen;  // distinct xmax values of the reader row, in order
+  std::vector<std::string> seen;    // distinct xmax values of the reader row, in order
+  std::vector<std::string> states;  // distinct states of the name's rows, in order
   std::thread watch([&] {
     pg_handle w(admin_url());
     if (!w.ok()) return;
     while (!done.load()) {
       std::string x = w.run(reader_xmax);
       if (seen.empty() || seen.back() != x) seen.push_back(x);
+      x = w.run(rows_state);
+      if (states.empty() || states.back() != x) states.push_back(x);
       std::this_thread::sleep_for(2ms);
     }
   });
@@ -451,12 +460,17 @@ TEST_F(PostgreSQL, AWriterWaitingBehindALiveReaderPollsWithoutWriting) {
   for (std::size_t i = 0; i < seen.size() && i < 8; ++i) values += (i ? " " : "") + seen[i];
   if (seen.size() > 8) values += " ...";
   std::printf("[ metric   ] writer waiting 1 s behind a live reader: %lld statements; server-wide %lld transaction "
-              "ids, %lld WAL bytes; reader row xmax values seen: %zu\n",
-              polls, xids, wal_bytes, seen.size());
+              "ids, %lld WAL bytes; reader row xmax values seen: %zu; row states seen: %zu\n",
+              polls, xids, wal_bytes, seen.size(), states.size());
   ASSERT_GE(polls, 20) << "the writer did not poll";
   ASSERT_FALSE(seen.empty()) << "the watching connection read nothing";
   EXPECT_LE(seen.size(), 2u) << "the waiting writer's polls locked the live reader's row (" << seen.size()
                              << " xmax values over " << polls << " statements: " << values << ")";
+  // The writer's acquire, its first look and its release change the rows: a poll must not.
+  std::string shown;
+  for (std::size_t i = 0; i < states.size() && i < 8; ++i) shown += (i ? " | " : "") + states[i];
+  EXPECT_LE(states.size(), 6u) << "the waiting writer's polls wrote or locked rows of the name (" << states.size()
+                               << " states over " << polls << " statements: " << shown << ")";
 }
 
 // ---- restart ----

@@ -160,19 +160,16 @@ std::pair<char, pid_t> state_and_parent(pid_t pid) {
   return {state, static_cast<pid_t>(ppid)};
 }
 
-TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_terminal_to_the_shell) {
-  // Ctrl-Z, then `bg`: the job runs in the background. When CMD then reads the terminal, the
-  // kernel stops it (SIGTTIN) and sqllock stops with it, so the shell sees its job stopped. The
-  // terminal stays the shell's: sqllock, in the background, must not take it (it may, with SIGTTOU
-  // blocked), or the shell could not read the next command. `fg` then gives CMD the terminal.
-  write_file("cmd.sh", "echo $$ > " + path("pid") + "\nwhile [ ! -e " + path("go") +
-                           " ]; do sleep 0.05; done\nread line\necho \"got $line\" > " + path("got") + "\nexit 3\n");
-  terminal_session term;
-  const pid_t cmd = run_cmd_sh_in_foreground(term, url_, path("cmd.sh"), path("pid"));
-  ASSERT_GT(cmd, 0);
-  const command_group_killer cleanup{cmd};
-  const pid_t supervisor = state_and_parent(cmd).second;
-  const pid_t run = state_and_parent(supervisor).second;
+/// CMD of the two `bg` tests: writes its pid to PID, waits for the file GO, reads a line from the
+/// terminal and writes "got LINE" to GOT, exits 3.
+std::string reading_cmd_sh(const std::string& pid, const std::string& go, const std::string& got) {
+  return "echo $$ > " + pid + "\nwhile [ ! -e " + go + " ]; do sleep 0.05; done\nread line\necho \"got $line\" > " +
+         got + "\nexit 3\n";
+}
+
+/// Ctrl-Z on `term`, whose job is `sqllock run` (pid `run`) with CMD (pid `cmd`) in the terminal's
+/// foreground, then `bg`: both are seen stopped, then both running again.
+void ctrl_z_then_bg(terminal_session& term, pid_t cmd, pid_t run) {
   term.type("\x1a");
   ASSERT_TRUE(term.wait_for("Stopped")) << term.drained();
   ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd) && state_and_parent(run).first == 'T'; }))
@@ -180,6 +177,21 @@ TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_
   term.type("bg\n");
   ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && state_and_parent(run).first != 'T'; }))
       << "bg continues sqllock and CMD: " << process_report(cmd) << term.drained();
+}
+
+TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_terminal_to_the_shell) {
+  // Ctrl-Z, then `bg`: the job runs in the background. When CMD then reads the terminal, the
+  // kernel stops it (SIGTTIN) and sqllock stops with it, so the shell sees its job stopped. The
+  // terminal stays the shell's: sqllock, in the background, must not take it (it may, with SIGTTOU
+  // blocked), or the shell could not read the next command. `fg` then gives CMD the terminal.
+  write_file("cmd.sh", reading_cmd_sh(path("pid"), path("go"), path("got")));
+  terminal_session term;
+  const pid_t cmd = run_cmd_sh_in_foreground(term, url_, path("cmd.sh"), path("pid"));
+  ASSERT_GT(cmd, 0);
+  const command_group_killer cleanup{cmd};
+  const pid_t supervisor = state_and_parent(cmd).second;
+  const pid_t run = state_and_parent(supervisor).second;
+  ASSERT_NO_FATAL_FAILURE(ctrl_z_then_bg(term, cmd, run));
   const pid_t shell = term.shell_pid();  // the interactive bash leads its own group
   EXPECT_EQ(terminal_foreground_of(cmd), shell) << "after bg the shell has the terminal";
   write_file("go", "");  // CMD reads the terminal now, in the background
@@ -205,21 +217,14 @@ TEST_F(cli, fg_of_a_job_that_bg_left_running_gives_the_command_the_terminal) {
   // When CMD then reads the terminal, the kernel stops it (SIGTTIN); sqllock, in the foreground,
   // gives CMD the terminal and continues it. It used to stop the whole job instead ("Stopped"),
   // so that a job brought back with fg could never read its terminal.
-  write_file("cmd.sh", "echo $$ > " + path("pid") + "\nwhile [ ! -e " + path("go") +
-                           " ]; do sleep 0.05; done\nread line\necho \"got $line\" > " + path("got") + "\nexit 3\n");
+  write_file("cmd.sh", reading_cmd_sh(path("pid"), path("go"), path("got")));
   terminal_session term;
   const pid_t cmd = run_cmd_sh_in_foreground(term, url_, path("cmd.sh"), path("pid"));
   ASSERT_GT(cmd, 0);
   const command_group_killer cleanup{cmd};
   const pid_t supervisor = state_and_parent(cmd).second;
   const pid_t run = state_and_parent(supervisor).second;
-  term.type("\x1a");
-  ASSERT_TRUE(term.wait_for("Stopped")) << term.drained();
-  ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd) && state_and_parent(run).first == 'T'; }))
-      << process_report(cmd);
-  term.type("bg\n");
-  ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && state_and_parent(run).first != 'T'; }))
-      << "bg continues sqllock and CMD: " << process_report(cmd) << term.drained();
+  ASSERT_NO_FATAL_FAILURE(ctrl_z_then_bg(term, cmd, run));
   const pid_t shell = term.shell_pid();
   ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(shell) == shell; }))
       << "after bg the shell has the terminal: " << process_report(cmd) << term.drained();

@@ -167,14 +167,11 @@ tsan_tests=(-L "conformance|unit" -LE "pgbouncer|replication|galera")
 configure tsan -DCMAKE_BUILD_TYPE=Debug -DSQLLOCK_SANITIZE=thread -DSQLLOCK_BUILD_CLI=OFF
 mapfile -t programs < <(pass_programs "${tsan_tests[@]}")
 build_behind tsan "${programs[@]}"
-# The conformance suites run as shards side by side (tests/shards.sh): at most 2 at once under a
-# sanitizer, which multiplies each test's CPU (TSan about tenfold); more starved the watchdog of
-# a 300 ms lease there.
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 SQLLOCK_TEST_SHARDS_MAX=2 \
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run "all tests under AddressSanitizer + UndefinedBehaviorSanitizer" --test-dir "$build/asan" "${asan_tests[@]}"
 built_behind tsan
 
-TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" SQLLOCK_TEST_SHARDS_MAX=2 \
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$root/tests/tsan.supp" \
   run "conformance suites and engine unit tests under ThreadSanitizer" --test-dir "$build/tsan" "${tsan_tests[@]}"
 
 echo "=== quick benchmarks (bench/run.sh --quick): ratios to same-run baselines"

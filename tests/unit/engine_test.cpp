@@ -1035,8 +1035,20 @@ TEST(EngineFair, AnUnansweredMinHoldReleaseStillDeletesItsTicketOnceTheLeaseHasE
 TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlOnItsSchedule) {
   auto db = std::make_shared<d::fake_database>();
   auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
-  auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  // The waiter, first in line behind a live holder, retries (a poll, then an acquire) on the client's
+  // back-off; at 1-1.5 s between tries (capped by the ticket's renewal schedule, 1.5 s) none falls
+  // near the release below, so the hand-over can only be found by a poll made after it. With the
+  // default 10 ms back-off, a try whose poll ran before the release and whose acquire ran after
+  // took the lease by that acquire (correct, but not the path under test): CI saw it under ASan.
+  sqllock::client_options slow_retries;
+  slow_retries.poll_min = 2s;
+  slow_retries.poll_max = 2s;
+  auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), slow_retries);
   auto& fb = dynamic_cast<d::fake_backend&>(eb->db());
+  // Its polls answer 30 ms after they are applied, as on a loaded machine: its ticket is in the
+  // queue well before the waiter acts on the answer (with the old wait for the ticket alone, this
+  // failed every time).
+  fb.delay_answer(d::fake_op::queue, 30ms);
   // A 6 s ticket: the handed lease is due for renewal from a sixth of it (1 s) to a third (2 s)
   // after its read, far from the 500 ms looked at below even on a slow (sanitizer) build; 30 s its
   // own TTL, which the ticket's cannot pass for.
@@ -1047,8 +1059,12 @@ TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlOnItsSchedu
   std::shared_ptr<d::lease_state> got;
   std::jthread waiter([&] { got = eb->acquire("n", opts, milliseconds(10000), {}, true); });
   const auto until = steady::now() + 5s;
-  while (eb->db().list_queue().empty() && steady::now() < until) std::this_thread::sleep_for(5ms);
+  while ((eb->db().list_queue().empty() || fb.count(d::fake_op::acquire) == 0) && steady::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
   ASSERT_EQ(eb->db().list_queue().size(), 1u);
+  ASSERT_EQ(fb.count(d::fake_op::acquire), 1) << "the waiter's first try (first in line) sends one acquire";
+  std::this_thread::sleep_for(100ms);  // that try is over (its acquire refused); the next is 1 s off
   const int acquires = fb.count(d::fake_op::acquire);
   const int renewals = fb.count(d::fake_op::renew);
   ea->release(*held);  // handed to the waiter (another client: found by its next poll)

@@ -788,17 +788,16 @@ int run_run(const common_options& common, const run_options& run_flags) {
       if (fds[1].revents != 0) {
         const supervisor_event event = child.read_event();
         if (event.what == supervisor_event::kind::closed) break;  // the supervisor is done
-        if (event.what == supervisor_event::kind::stopped && take_terminal && !status &&
-            (event.value == SIGTTIN || event.value == SIGTTOU) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) {
-          // CMD touched the terminal while sqllock's group has it: `fg` of a job that Ctrl-Z and
-          // `bg` left running (bash gives the terminal to the job's group, sqllock's, and sends no
-          // SIGCONT to a running job, so sqllock learns of it only now). The job is in the
-          // foreground: CMD gets the terminal and goes on, instead of the job stopping (unless
-          // its lease is past the point where CMD must be gone: it then gets SIGKILL only).
-          set_terminal_foreground(cmd);
-          if (steady::now() < std::min(kill_at, kill_by)) child.signal_command(SIGCONT);
-        } else if (event.what == supervisor_event::kind::stopped && take_terminal && !status) {
-          if (suspend_with(event.value, cmd)) {
+        if (event.what == supervisor_event::kind::stopped && take_terminal && !status) {
+          if ((event.value == SIGTTIN || event.value == SIGTTOU) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) {
+            // CMD touched the terminal while sqllock's group has it: `fg` of a job that Ctrl-Z and
+            // `bg` left running (bash gives the terminal to the job's group, sqllock's, and sends
+            // no SIGCONT to a running job, so sqllock learns of it only now). The job is in the
+            // foreground: CMD gets the terminal and goes on, instead of the job stopping (unless
+            // its lease is past the point where CMD must be gone: it then gets SIGKILL only).
+            set_terminal_foreground(cmd);
+            if (steady::now() < std::min(kill_at, kill_by)) child.signal_command(SIGCONT);
+          } else if (suspend_with(event.value, cmd)) {
             resume_pending = true;
             resume_foreground = ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
           }

@@ -146,6 +146,12 @@ class signal_handlers {
   signal_handlers(const signal_handlers&) = delete;
   signal_handlers& operator=(const signal_handlers&) = delete;
 
+  /// Once CMD runs: Ctrl-Z (SIGTSTP) that reaches sqllock wakes the waiting loop instead of stopping
+  /// sqllock alone, which passes it on to CMD (see the loop). Only while sqllock's group has the
+  /// terminal does it get one: after `fg` of a job that `bg` left running, until CMD touches the
+  /// terminal. (Before CMD runs, Ctrl-Z stops sqllock as it would any command.)
+  void catch_terminal_stop() { install(SIGTSTP, 0); }
+
  private:
   void install(int signo, int extra_flags) {
     struct sigaction old {};
@@ -199,6 +205,19 @@ void set_terminal_foreground(pid_t pgid) {
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
 }
 
+/// Stop sqllock with `stop_signal` as its default action does, whatever handler it has for it
+/// (SIGTSTP, see catch_terminal_stop): the kernel stops the process before kill() returns, and
+/// the handler is back once it is continued. In an orphaned process group the kernel discards
+/// the signal and this returns at once.
+void stop_self(int stop_signal) {
+  struct sigaction dfl {}, old {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(stop_signal, &dfl, &old);
+  ::kill(::getpid(), stop_signal);
+  ::sigaction(stop_signal, &old, nullptr);
+}
+
 /// CMD was stopped at the terminal (Ctrl-Z): do what a shell's job does, as sudo does. Take the
 /// terminal back if CMD's group `command_group` has it, and stop sqllock with the same signal so the
 /// user's shell sees the job stopped. A job continued in the background (`bg`) whose CMD reads the
@@ -212,9 +231,7 @@ void set_terminal_foreground(pid_t pgid) {
 bool suspend_with(int stop_signal, pid_t command_group) {
   if (stop_signal != SIGTSTP && stop_signal != SIGTTIN && stop_signal != SIGTTOU) return false;
   if (::tcgetpgrp(STDIN_FILENO) == command_group) set_terminal_foreground(::getpgrp());
-  // Default disposition: sqllock stops here (unless its process group is orphaned, where the
-  // kernel discards the signal and CMD is simply continued).
-  ::kill(::getpid(), stop_signal);
+  stop_self(stop_signal);
   return true;
 }
 
@@ -688,6 +705,7 @@ int run_run(const common_options& common, const run_options& run_flags) {
                                                                            : exit_code::cannot_execute;
     }
     const pid_t cmd = child.command_pid();
+    if (take_terminal) handlers.catch_terminal_stop();
 
     // The waiting loop: forward signals, relay CMD's stops, and stop everything CMD started when
     // the lease is lost or about to run out, or --max-hold is reached, until the supervisor
@@ -766,6 +784,17 @@ int run_run(const common_options& common, const run_options& run_flags) {
       if (::poll(fds, 2, timeout_ms) <= 0) continue;  // timeout or EINTR
       if (fds[0].revents != 0) {
         for (unsigned char byte : pipe.wait(0)) {
+          if (byte == SIGTSTP) {
+            // Ctrl-Z while sqllock's group has the terminal (CMD has not touched it since `fg`):
+            // CMD is stopped, and sqllock with it once the supervisor reports the stop (as after
+            // a Ctrl-Z that reached CMD); it used to stop sqllock alone and leave CMD running.
+            // With CMD gone (what it left is being stopped), sqllock stops as it would have.
+            if (!status) {
+              child.signal_command(SIGTSTP);
+            } else {
+              stop_self(SIGTSTP);
+            }
+          }
           if (is_forwarded(byte) && !status) child.signal_command(byte);
           if (is_forwarded(byte) && status && interrupted_after == 0) {
             // CMD has exited and the supervisor is stopping what it left running (SIGTERM sent,

@@ -179,6 +179,47 @@ void ctrl_z_then_bg(terminal_session& term, pid_t cmd, pid_t run) {
       << "bg continues sqllock and CMD: " << process_report(cmd) << term.drained();
 }
 
+/// The job of the `bg` tests: `sqllock run` (pid `run`) and its CMD (pid `cmd`); `cleanup` kills
+/// CMD's group when the test ends.
+struct bg_job {
+  pid_t cmd = 0, run = 0;
+  command_group_killer cleanup;
+};
+
+/// Starts `sqllock run` with CMD `cmd_sh` (which writes its pid to `pid_file`) in `term`'s
+/// foreground, then Ctrl-Z and `bg` (ctrl_z_then_bg).
+void start_then_bg(terminal_session& term, const std::string& url, const std::string& cmd_sh,
+                   const std::string& pid_file, bg_job& job) {
+  job.cmd = run_cmd_sh_in_foreground(term, url, cmd_sh, pid_file);
+  ASSERT_GT(job.cmd, 0);
+  job.cleanup.leader = job.cmd;
+  const pid_t supervisor = state_and_parent(job.cmd).second;
+  job.run = state_and_parent(supervisor).second;
+  ASSERT_NO_FATAL_FAILURE(ctrl_z_then_bg(term, job.cmd, job.run));
+}
+
+/// CMD of a `bg` test (reading_cmd_sh), reading the terminal now in the foreground, gets "hello"
+/// typed there (it writes it to `got`), and the job ends with CMD's exit code, 3.
+void command_reads_hello_then_exits(terminal_session& term, const bg_job& job, const std::string& got) {
+  term.type("hello\n");
+  ASSERT_TRUE(wait_for_file(got)) << "CMD could not read the terminal: " << process_report(job.cmd) << "shell "
+                                  << process_report(term.shell_pid()) << term.drained();
+  EXPECT_EQ(read_file(got), "got hello\n");
+  term.type("echo rc=$?.\n");
+  EXPECT_TRUE(term.wait_for("rc=3.")) << "fg returns sqllock's exit code, CMD's own: " << term.screen();
+}
+
+/// `fg` of `job`, which `bg` left running: the shell had the terminal, and gives it to the job's
+/// group, sqllock's (CMD runs in a group of its own).
+void fg_of_the_running_job(terminal_session& term, const bg_job& job) {
+  const pid_t shell = term.shell_pid();
+  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(shell) == shell; }))
+      << "after bg the shell has the terminal: " << process_report(job.cmd) << term.drained();
+  term.type("fg\n");
+  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(shell) == job.run; }))
+      << "fg gives the job's group, sqllock's, the terminal: " << process_report(job.cmd) << term.drained();
+}
+
 TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_terminal_to_the_shell) {
   // Ctrl-Z, then `bg`: the job runs in the background. When CMD then reads the terminal, the
   // kernel stops it (SIGTTIN) and sqllock stops with it, so the shell sees its job stopped. The
@@ -186,12 +227,9 @@ TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_
   // blocked), or the shell could not read the next command. `fg` then gives CMD the terminal.
   write_file("cmd.sh", reading_cmd_sh(path("pid"), path("go"), path("got")));
   terminal_session term;
-  const pid_t cmd = run_cmd_sh_in_foreground(term, url_, path("cmd.sh"), path("pid"));
-  ASSERT_GT(cmd, 0);
-  const command_group_killer cleanup{cmd};
-  const pid_t supervisor = state_and_parent(cmd).second;
-  const pid_t run = state_and_parent(supervisor).second;
-  ASSERT_NO_FATAL_FAILURE(ctrl_z_then_bg(term, cmd, run));
+  bg_job job;
+  ASSERT_NO_FATAL_FAILURE(start_then_bg(term, url_, path("cmd.sh"), path("pid"), job));
+  const pid_t cmd = job.cmd, run = job.run;
   const pid_t shell = term.shell_pid();  // the interactive bash leads its own group
   EXPECT_EQ(terminal_foreground_of(cmd), shell) << "after bg the shell has the terminal";
   write_file("go", "");  // CMD reads the terminal now, in the background
@@ -203,11 +241,7 @@ TEST_F(cli, a_job_continued_with_bg_whose_command_reads_the_terminal_leaves_the_
   term.type("fg\n");
   ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && terminal_foreground_of(cmd) == cmd; }))
       << "fg continues CMD and gives it the terminal: " << process_report(cmd) << term.drained();
-  term.type("hello\n");
-  ASSERT_TRUE(wait_for_file(path("got"))) << process_report(cmd) << term.drained();
-  EXPECT_EQ(trimmed_file("got"), "got hello");
-  term.type("echo rc=$?.\n");
-  EXPECT_TRUE(term.wait_for("rc=3.")) << "fg returns sqllock's exit code, CMD's own: " << term.drained();
+  ASSERT_NO_FATAL_FAILURE(command_reads_hello_then_exits(term, job, path("got")));
   EXPECT_EQ(status_json().items.size(), 0u);
 }
 
@@ -219,27 +253,41 @@ TEST_F(cli, fg_of_a_job_that_bg_left_running_gives_the_command_the_terminal) {
   // so that a job brought back with fg could never read its terminal.
   write_file("cmd.sh", reading_cmd_sh(path("pid"), path("go"), path("got")));
   terminal_session term;
-  const pid_t cmd = run_cmd_sh_in_foreground(term, url_, path("cmd.sh"), path("pid"));
-  ASSERT_GT(cmd, 0);
-  const command_group_killer cleanup{cmd};
-  const pid_t supervisor = state_and_parent(cmd).second;
-  const pid_t run = state_and_parent(supervisor).second;
-  ASSERT_NO_FATAL_FAILURE(ctrl_z_then_bg(term, cmd, run));
-  const pid_t shell = term.shell_pid();
-  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(shell) == shell; }))
-      << "after bg the shell has the terminal: " << process_report(cmd) << term.drained();
-  term.type("fg\n");
-  ASSERT_TRUE(wait_until([&] { return terminal_foreground_of(shell) == run; }))
-      << "fg gives the job's group, sqllock's, the terminal: " << process_report(cmd) << term.drained();
+  bg_job job;
+  ASSERT_NO_FATAL_FAILURE(start_then_bg(term, url_, path("cmd.sh"), path("pid"), job));
+  ASSERT_NO_FATAL_FAILURE(fg_of_the_running_job(term, job));
   const std::size_t after_fg = term.drained().size();  // what the terminal showed up to fg
   write_file("go", "");  // CMD reads the terminal now
-  term.type("hello\n");
-  ASSERT_TRUE(wait_for_file(path("got"))) << "CMD could not read the terminal: " << process_report(cmd) << "shell "
-                                          << process_report(shell) << term.drained();
-  EXPECT_EQ(trimmed_file("got"), "got hello");
-  term.type("echo rc=$?.\n");
-  EXPECT_TRUE(term.wait_for("rc=3.")) << "fg returns sqllock's exit code, CMD's own: " << term.screen();
+  ASSERT_NO_FATAL_FAILURE(command_reads_hello_then_exits(term, job, path("got")));
   EXPECT_EQ(term.screen().find("Stopped", after_fg), std::string::npos) << "the job stopped after fg: " << term.screen();
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
+TEST_F(cli, ctrl_z_after_fg_of_a_job_that_bg_left_running_stops_the_command_too) {
+  // Ctrl-Z, `bg`, `fg` while CMD still runs and has not touched the terminal since: the terminal is
+  // sqllock's group's, so the next Ctrl-Z reaches sqllock, not CMD. It used to stop sqllock alone:
+  // the shell said "Stopped" while CMD went on running. sqllock now passes the stop on to CMD and
+  // stops with it; `fg` then resumes both, and CMD reads its terminal.
+  write_file("cmd.sh", reading_cmd_sh(path("pid"), path("go"), path("got")));
+  terminal_session term;
+  bg_job job;
+  ASSERT_NO_FATAL_FAILURE(start_then_bg(term, url_, path("cmd.sh"), path("pid"), job));
+  const pid_t cmd = job.cmd, run = job.run;
+  ASSERT_NO_FATAL_FAILURE(fg_of_the_running_job(term, job));
+  const std::size_t after_fg = term.drained().size();
+  term.type("\x1a");
+  ASSERT_TRUE(wait_until([&] { return state_and_parent(run).first == 'T'; }))
+      << "Ctrl-Z stops sqllock: " << process_report(cmd) << term.drained();
+  EXPECT_TRUE(wait_until([&] { return process_group_stopped(cmd); }))
+      << "Ctrl-Z stopped sqllock but CMD runs on: " << process_report(cmd) << term.drained();
+  EXPECT_TRUE(term.wait_for("Stopped")) << term.drained();
+  EXPECT_NE(term.screen().find("Stopped", after_fg), std::string::npos) << "the shell saw the job stopped: " << term.screen();
+  EXPECT_EQ(status_json().items.size(), 1u) << "the lock stays held while the job is stopped";
+  term.type("fg\n");
+  ASSERT_TRUE(wait_until([&] { return !process_group_stopped(cmd) && state_and_parent(run).first != 'T'; }))
+      << "fg continues sqllock and CMD: " << process_report(cmd) << term.drained();
+  write_file("go", "");  // CMD reads the terminal now
+  ASSERT_NO_FATAL_FAILURE(command_reads_hello_then_exits(term, job, path("got")));
   EXPECT_EQ(status_json().items.size(), 0u);
 }
 

@@ -206,15 +206,23 @@ void set_terminal_foreground(pid_t pgid) {
 }
 
 /// Stop sqllock with `stop_signal` as its default action does, whatever handler it has for it
-/// (SIGTSTP, see catch_terminal_stop): the kernel stops the process before kill() returns, and
-/// the handler is back once it is continued. In an orphaned process group the kernel discards
-/// the signal and this returns at once.
+/// (SIGTSTP, see catch_terminal_stop) and although it may be blocked (SIGTTOU is, in every thread,
+/// at a terminal): unblocked in this thread alone, it is delivered to this thread before kill()
+/// returns, which stops the process; the handler and the mask are back once it is continued. In an
+/// orphaned process group the kernel discards the signal and this returns at once. (With SIGTTOU
+/// blocked, a CMD stopped by it in the background, `stty tostop`, used to be continued at once,
+/// over and over, and the job never showed as stopped.)
 void stop_self(int stop_signal) {
   struct sigaction dfl {}, old {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(stop_signal, &dfl, &old);
+  sigset_t just_this, old_mask;
+  sigemptyset(&just_this);
+  sigaddset(&just_this, stop_signal);
+  ::pthread_sigmask(SIG_UNBLOCK, &just_this, &old_mask);
   ::kill(::getpid(), stop_signal);
+  ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   ::sigaction(stop_signal, &old, nullptr);
 }
 

@@ -291,4 +291,31 @@ TEST_F(cli, ctrl_z_after_fg_of_a_job_that_bg_left_running_stops_the_command_too)
   EXPECT_EQ(status_json().items.size(), 0u);
 }
 
+TEST_F(cli, a_job_continued_with_bg_whose_command_writes_to_the_terminal_with_tostop_stops) {
+  // As above, with a CMD that writes to the terminal under `stty tostop` (set by the shell: bash
+  // restores its own terminal settings when a job stops): in the background the kernel stops it
+  // (SIGTTOU), and sqllock must stop with it, so the shell sees its job stopped; `fg` then lets
+  // CMD write.
+  write_file("cmd.sh", "echo $$ > " + path("pid") + "\nwhile [ ! -e " + path("go") +
+                           " ]; do sleep 0.05; done\necho written-by-cmd\necho done > " + path("got") + "\nexit 3\n");
+  terminal_session term;
+  ASSERT_TRUE(term.started() && term.wait_for("$ ")) << term.drained();
+  term.type("stty tostop\n");
+  bg_job job;
+  ASSERT_NO_FATAL_FAILURE(start_then_bg(term, url_, path("cmd.sh"), path("pid"), job));
+  const pid_t cmd = job.cmd, run = job.run;
+  const pid_t shell = term.shell_pid();
+  write_file("go", "");  // CMD writes to the terminal now, in the background
+  ASSERT_TRUE(wait_until([&] { return process_group_stopped(cmd) && state_and_parent(run).first == 'T'; }))
+      << "CMD stopped by SIGTTOU, and sqllock with it: " << process_report(cmd) << term.drained();
+  EXPECT_EQ(terminal_foreground_of(shell), shell) << process_report(cmd) << term.drained();
+  EXPECT_FALSE(file_exists(path("got")));
+  term.type("fg\n");
+  ASSERT_TRUE(wait_for_file(path("got"))) << "CMD could not write: " << process_report(cmd) << term.drained();
+  term.type("echo rc=$?.\n");
+  EXPECT_TRUE(term.wait_for("rc=3.")) << term.screen();
+  EXPECT_NE(term.screen().find("written-by-cmd"), std::string::npos) << term.screen();
+  EXPECT_EQ(status_json().items.size(), 0u);
+}
+
 }  // namespace

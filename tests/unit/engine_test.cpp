@@ -662,19 +662,25 @@ TEST(Engine, AHoldPastItsMaxHoldIsNotUsableWhileTheDeadlineThreadIsLate) {
 namespace {
 // Holds the engine's deadline thread up, as a descheduled thread on a loaded machine would be:
 // another lease's on_lost (run on that thread) blocks until release() or 10 s.
+// The flags are shared with the callback: this object, declared after the fixture, is gone before
+// the fixture's destructor stops the deadline thread, which may still be looking at `go` then.
 struct stalled_deadline_thread {
-  std::atomic<bool> stalled{false}, go{false};
+  std::shared_ptr<std::atomic<bool>> stalled_flag = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<std::atomic<bool>> go = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<d::lease_state> stall;
+  bool stalled = false;
   explicit stalled_deadline_thread(engine_fixture& f) {
-    stall = f.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [this](const std::string&, std::int64_t) {
-                                      stalled = true;
+    stall = f.try_acquire("stall", {.ttl = 100ms, .auto_renew = false,
+                                    .on_lost = [flag = stalled_flag, go = go](const std::string&, std::int64_t) {
+                                      *flag = true;
                                       const auto until = steady::now() + 10s;
-                                      while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+                                      while (!*go && steady::now() < until) std::this_thread::sleep_for(5ms);
                                     }});
-    while (stall && !stalled && steady::now() < stall->started + 5s) std::this_thread::sleep_for(5ms);
+    while (stall && !*stalled_flag && steady::now() < stall->started + 5s) std::this_thread::sleep_for(5ms);
+    stalled = stalled_flag->load();
   }
   ~stalled_deadline_thread() { release(); }
-  void release() { go = true; }
+  void release() { *go = true; }
 };
 }  // namespace
 
@@ -818,7 +824,9 @@ TEST(Engine, AFailedReentryExtensionAfterTheOuterReleaseStillFreesTheRow) {
       threw = true;
     }
   });
-  std::this_thread::sleep_for(100ms);
+  // The re-entry's extension has started (counted as it starts, then held 300 ms): the release
+  // below falls inside it, whenever the thread got to run.
+  EXPECT_TRUE(sqllock_testing::eventually([&] { return f.fake->count(d::fake_op::renew) >= 1; }, 5s));
   f.engine->release(*outer);  // the re-entered hold is still kept: nothing sent
   t.join();
   ASSERT_TRUE(threw.load()) << "the extension did not fail";
@@ -880,6 +888,33 @@ sqllock::lease_options fair_opts(milliseconds ticket_ttl) {
   o.fair_ticket_ttl = ticket_ttl;
   return o;
 }
+
+/// An engine on `db` whose fair waiter, first in line behind a live holder, retries (a poll, then
+/// an acquire) only `every` apart, capped by its ticket's renewal schedule (a quarter of the
+/// ticket's TTL): tests that release and expect the hand-over found by a later poll need no retry
+/// near the release (with the default 10 ms back-off, a retry whose poll ran before the release
+/// and whose acquire ran after took the lease by that acquire).
+std::shared_ptr<d::lease_engine> engine_retrying_every(const std::shared_ptr<d::fake_database>& db,
+                                                       milliseconds every) {
+  sqllock::client_options slow_retries;
+  slow_retries.poll_min = every;
+  slow_retries.poll_max = every;
+  return std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), slow_retries);
+}
+
+/// Waits until `waiter`'s fair acquire, started on another thread, has queued its ticket and made
+/// its first try (first in line behind a live holder: one acquire, refused), then lets that try
+/// end; true if it did within 5 s.
+bool first_try_made(d::lease_engine& waiter) {
+  auto& fb = dynamic_cast<d::fake_backend&>(waiter.db());
+  const auto until = steady::now() + 5s;
+  while ((waiter.db().list_queue().empty() || fb.count(d::fake_op::acquire) == 0) && steady::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  if (waiter.db().list_queue().size() != 1 || fb.count(d::fake_op::acquire) != 1) return false;
+  std::this_thread::sleep_for(100ms);  // that try is over (its acquire refused); the next is far off
+  return true;
+}
 }  // namespace
 
 // A fair lease's release asks for hand-over; a plain one's and one kept by min_hold do not.
@@ -919,23 +954,26 @@ TEST(EngineFair, APollWhoseLaneStaysBusyPastHalfItsBudgetSendsNothing) {
 TEST(EngineFair, CancelledWaiterReleasesALeaseHandedToItMeanwhile) {
   auto db = std::make_shared<d::fake_database>();
   auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
-  auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
+  // First in line, it retries 10 s apart (a quarter of its ticket's TTL caps the 20 s back-off):
+  // no try falls between the hand-over and the cancellation below. (Its comment said "polls every
+  // 10 s" before, but the default back-off, 10 to 250 ms, applied.)
+  auto eb = engine_retrying_every(db, 20s);
+  // Its polls answer 30 ms after they are applied, as on a loaded machine: its ticket is in the
+  // queue before the waiter acts on the answer (with the old wait, for the ticket alone, the
+  // waiter's acquire then took the handed lease: not cancelled, 5 of 5).
+  dynamic_cast<d::fake_backend&>(eb->db()).delay_answer(d::fake_op::queue, 30ms);
   auto held = ea->acquire("n", fair_opts(4s), 0ms, {}, false);
   ASSERT_TRUE(held);
   std::stop_source stop;
   std::atomic<bool> cancelled{false};
   std::jthread waiter([&] {
     try {
-      // Polls every 10 s (a quarter of its ticket's TTL): no poll falls between the hand-over and
-      // the cancellation below (with 1 s, one did under TSan: the waiter took the lease itself).
       (void)eb->acquire("n", fair_opts(40s), std::nullopt, stop.get_token(), true);
     } catch (const sqllock::cancelled&) {
       cancelled = true;
     }
   });
-  const auto until = steady::now() + 5s;
-  while (eb->db().list_queue().empty() && steady::now() < until) std::this_thread::sleep_for(5ms);
-  ASSERT_EQ(eb->db().list_queue().size(), 1u);
+  ASSERT_TRUE(first_try_made(*eb)) << "queue " << eb->db().list_queue().size();
   ea->release(*held);  // handed to the waiter, which is asleep (another client: no wake-up)
   {
     std::lock_guard lk(db->mu);
@@ -979,8 +1017,11 @@ TEST(EngineFair, AnUnansweredTicketLeaveAfterAMinHoldReleaseIsSentAgain) {
   ea->release(*held);
   waiter.join();
   ASSERT_TRUE(got);
-  EXPECT_GE(got_at - released, 500ms) << "the lock was taken before min_hold ended";
-  EXPECT_LT(got_at - released, 1500ms) << "the waiter waited for the releaser's ticket to expire: "
+  // min_hold counts from the acquisition (the row's, which began no earlier than `started`), not
+  // from the release: exact whenever the waiter got to run.
+  EXPECT_GE(got_at, held->started + kept.min_hold) << "the lock was taken before min_hold ended";
+  // Nominally by about 850 ms; waiting for the releaser's ticket to expire takes 3 s or more.
+  EXPECT_LT(got_at - released, 2500ms) << "the waiter waited for the releaser's ticket to expire: "
                                        << std::chrono::duration_cast<milliseconds>(got_at - released).count() << " ms";
   std::lock_guard lk(db->mu);
   for (const auto& [seq, t] : db->queue) EXPECT_NE(t.owner, held->acq->ref.owner) << "the releaser's ticket stayed";
@@ -1035,15 +1076,10 @@ TEST(EngineFair, AnUnansweredMinHoldReleaseStillDeletesItsTicketOnceTheLeaseHasE
 TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlOnItsSchedule) {
   auto db = std::make_shared<d::fake_database>();
   auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
-  // The waiter, first in line behind a live holder, retries (a poll, then an acquire) on the client's
-  // back-off; at 1-1.5 s between tries (capped by the ticket's renewal schedule, 1.5 s) none falls
-  // near the release below, so the hand-over can only be found by a poll made after it. With the
-  // default 10 ms back-off, a try whose poll ran before the release and whose acquire ran after
-  // took the lease by that acquire (correct, but not the path under test): CI saw it under ASan.
-  sqllock::client_options slow_retries;
-  slow_retries.poll_min = 2s;
-  slow_retries.poll_max = 2s;
-  auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), slow_retries);
+  // The waiter retries 1-1.5 s apart (its back-off capped by the ticket's renewal schedule, 1.5 s):
+  // none falls near the release below, so the hand-over can only be found by a poll made after it
+  // (with the default back-off, a retry's acquire after the release took it: CI saw it under ASan).
+  auto eb = engine_retrying_every(db, 2s);
   auto& fb = dynamic_cast<d::fake_backend&>(eb->db());
   // Its polls answer 30 ms after they are applied, as on a loaded machine: its ticket is in the
   // queue well before the waiter acts on the answer (with the old wait for the ticket alone, this
@@ -1058,13 +1094,7 @@ TEST(EngineFair, AHandedOverLeaseIsTakenFromThePollAndRenewedToItsTtlOnItsSchedu
   ASSERT_TRUE(held);
   std::shared_ptr<d::lease_state> got;
   std::jthread waiter([&] { got = eb->acquire("n", opts, milliseconds(10000), {}, true); });
-  const auto until = steady::now() + 5s;
-  while ((eb->db().list_queue().empty() || fb.count(d::fake_op::acquire) == 0) && steady::now() < until) {
-    std::this_thread::sleep_for(5ms);
-  }
-  ASSERT_EQ(eb->db().list_queue().size(), 1u);
-  ASSERT_EQ(fb.count(d::fake_op::acquire), 1) << "the waiter's first try (first in line) sends one acquire";
-  std::this_thread::sleep_for(100ms);  // that try is over (its acquire refused); the next is 1 s off
+  ASSERT_TRUE(first_try_made(*eb)) << "queue " << eb->db().list_queue().size();
   const int acquires = fb.count(d::fake_op::acquire);
   const int renewals = fb.count(d::fake_op::renew);
   ea->release(*held);  // handed to the waiter (another client: found by its next poll)
@@ -1275,13 +1305,15 @@ TEST(Engine, ALeaseWhoseRenewalAnswersAreLostIsReportedLostAtTheLocalDeadline) {
   auto blocker = other->acquire("next", {.ttl = 10s}, 0ms, {}, false);
   ASSERT_TRUE(blocker);
   std::atomic<steady::rep> lost_at{0};
-  auto g = f.try_acquire("n", {.ttl = 600ms, .on_lost = [&](const std::string&, std::int64_t) {
+  // A 2 s TTL: its loss margin (120 ms) leaves the deadline thread room to be scheduled on a
+  // loaded machine under a sanitizer (600 ms left 36 ms; see AHangingRenewalIsReportedLost...).
+  auto g = f.try_acquire("n", {.ttl = 2s, .on_lost = [&](const std::string&, std::int64_t) {
                                  lost_at = steady::now().time_since_epoch().count();
                                }});
   ASSERT_TRUE(g);
   f.fake->lose_answers(d::fake_op::renew, 100);
   f.fake->lose_answers(d::fake_op::any, 100);
-  auto waited = f.engine->acquire("next", {.ttl = 1s}, 2000ms, {}, false);
+  auto waited = f.engine->acquire("next", {.ttl = 1s}, 3000ms, {}, false);
   EXPECT_FALSE(waited);
   ASSERT_NE(lost_at.load(), 0) << "never reported lost";
   const auto lost = steady::time_point(steady::duration(lost_at.load()));

@@ -19,13 +19,15 @@ namespace d = sqllock::detail;
 
 namespace {
 /// Holds the client's deadline thread up, as a descheduled thread would be: a lease whose on_lost
-/// blocks until `go` (at most 10 s). The lease, once the thread is held; nullopt if it never was.
-std::optional<sqllock::lease_guard> hold_up_deadline_thread(sqllock::client& c, std::atomic<bool>& go) {
+/// blocks until `*go` (at most 10 s). The lease, once the thread is held; nullopt if it never was.
+/// `go` is shared with the callback: the test may end while the callback still looks at it.
+std::optional<sqllock::lease_guard> hold_up_deadline_thread(sqllock::client& c,
+                                                            const std::shared_ptr<std::atomic<bool>>& go) {
   auto stalled = std::make_shared<std::atomic<bool>>(false);
-  auto stall = c.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [stalled, &go](const std::string&, std::int64_t) {
+  auto stall = c.try_acquire("stall", {.ttl = 100ms, .auto_renew = false, .on_lost = [stalled, go](const std::string&, std::int64_t) {
                                          *stalled = true;
                                          const auto until = steady::now() + 10s;
-                                         while (!go && steady::now() < until) std::this_thread::sleep_for(5ms);
+                                         while (!*go && steady::now() < until) std::this_thread::sleep_for(5ms);
                                        }});
   if (!stall || !sqllock_testing::eventually([&] { return stalled->load(); }, 5s)) return std::nullopt;
   return stall;
@@ -46,7 +48,7 @@ TEST(LeaderLatch, ALeasePastItsSafePointIsNoLeadershipWhileTheDeadlineThreadIsLa
   auto* fake = backend.get();
   auto c = d::client_access::make(std::move(backend), {.require_schema = false});
 
-  std::atomic<bool> go{false};
+  const auto go = std::make_shared<std::atomic<bool>>(false);
   auto stall = hold_up_deadline_thread(c, go);
   ASSERT_TRUE(stall) << "the deadline thread was never held up";
 
@@ -68,7 +70,7 @@ TEST(LeaderLatch, ALeasePastItsSafePointIsNoLeadershipWhileTheDeadlineThreadIsLa
     EXPECT_TRUE(elected.empty()) << "on_elected was called for a term whose lease was past its max_hold";
   }
   fake->heal(d::fake_op::acquire);
-  go = true;  // the deadline thread runs again
+  *go = true;  // the deadline thread runs again
   ASSERT_TRUE(latch.await_leadership(5s)) << "no leadership once acquires were answered in time";
   const auto held = c.inspect("election");
   ASSERT_TRUE(held);
@@ -88,7 +90,7 @@ TEST(LeaderLatch, IsLeaderIsFalsePastTheLeasesSafePointBeforeTheLossIsReported) 
   auto db = std::make_shared<d::fake_database>();
   auto c = d::client_access::make(std::make_unique<d::fake_backend>(db), {.require_schema = false});
 
-  std::atomic<bool> go{false};
+  const auto go = std::make_shared<std::atomic<bool>>(false);
   auto stall = hold_up_deadline_thread(c, go);
   ASSERT_TRUE(stall) << "the deadline thread was never held up";
 
@@ -107,7 +109,7 @@ TEST(LeaderLatch, IsLeaderIsFalsePastTheLeasesSafePointBeforeTheLossIsReported) 
   EXPECT_FALSE(latch.is_leader()) << "is_leader() 50 ms past the lease's max_hold";
   EXPECT_EQ(latch.fencing_token(), 0);
   EXPECT_FALSE(latch.await_leadership(0ms));
-  go = true;
+  *go = true;
   EXPECT_TRUE(sqllock_testing::eventually([&] { return revoked.load() > 0; }, 5s)) << "the loss was never reported";
 }
 
@@ -123,7 +125,7 @@ TEST(LeaderLatch, IsLeaderStaysFalseForTheTermOnceItsLeaseWasPastItsLossPoint) {
   auto* fake = backend.get();
   auto c = d::client_access::make(std::move(backend), {.require_schema = false});
 
-  std::atomic<bool> go{false};
+  const auto go = std::make_shared<std::atomic<bool>>(false);
   auto stall = hold_up_deadline_thread(c, go);
   ASSERT_TRUE(stall) << "the deadline thread was never held up";
 
@@ -143,7 +145,7 @@ TEST(LeaderLatch, IsLeaderStaysFalseForTheTermOnceItsLeaseWasPastItsLossPoint) {
   const auto token = latch.fencing_token();
   EXPECT_NE(token, first_term) << "is_leader() turned true again for the term whose lease was past its loss point";
   fake->heal(d::fake_op::renew);
-  go = true;
+  *go = true;
 }
 
 // is_leader() is true between on_elected and on_revoked (leader.hpp): a caller that sees it true

@@ -1563,10 +1563,15 @@ TEST(EngineLate, AFairHandOverAnsweredTooLateIsPassedOnAndTheQueueMovesOn) {
   auto eb = std::make_shared<d::lease_engine>(std::move(bb), ob);
   auto held = ea->acquire("n", fair_opts(400ms), 0ms, {}, false);
   ASSERT_TRUE(held);
-  auto b_opts = fair_opts(400ms);
-  b_opts.ttl = 400ms;
-  fb->delay(d::fake_op::acquire, 200ms);         // B's acquire is applied 200 ms in (the row ends at 600 ms)
-  fb->delay_answer(d::fake_op::acquire, 190ms);  // and answered at 390 ms: past its loss point (380 ms)
+  auto b_opts = fair_opts(4s);  // a ticket that outlives its acquire below
+  b_opts.ttl = 2s;
+  // B's acquire is applied 1 s in (the row ends at 3 s), and answered at 1950 ms: past its loss
+  // point (1880 ms). The release below must fall in that first second to hand the lock to B's
+  // acquire (after it, B's next poll would take the hand-over from its read, and no acquire is
+  // answered late): 1 s leaves room for a loaded machine (at 200 ms, the time taken to start C and
+  // see its ticket counted against it).
+  fb->delay(d::fake_op::acquire, 1000ms);
+  fb->delay_answer(d::fake_op::acquire, 950ms);
   std::atomic<bool> b_cancelled{false};
   std::jthread b([&] {
     try {

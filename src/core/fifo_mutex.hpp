@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <deque>
 #include <mutex>
 
@@ -66,6 +67,12 @@ class fifo_mutex {
     queue_.pop_front();
     next->granted = true;
     next->cv.notify_one();
+  }
+
+  /// How many threads wait for the lock now (for tests and diagnostics).
+  std::size_t waiting() {
+    std::lock_guard lk(mu_);
+    return queue_.size();
   }
 
  private:

@@ -285,11 +285,13 @@ TEST(FifoMutex, HandsOverInArrivalOrderAndSkipsWaitersThatGaveUp) {
   m.lock();
   std::vector<int> order;
   std::mutex order_mu;
+  std::atomic<bool> gave_up{false};
   std::vector<std::thread> threads;
   for (int i = 0; i < 4; ++i) {
     threads.emplace_back([&, i] {
       if (i == 2) {
         EXPECT_FALSE(m.try_lock_until(steady::now() + 20ms));  // gives up while queued
+        gave_up = true;
         return;
       }
       m.lock();
@@ -299,7 +301,15 @@ TEST(FifoMutex, HandsOverInArrivalOrderAndSkipsWaitersThatGaveUp) {
       }
       m.unlock();
     });
-    std::this_thread::sleep_for(30ms);  // queue in this order
+    // Queued in this order, whenever the threads get to run (30 ms gaps, as before, let a thread
+    // started late on a loaded machine arrive after the next, or thread 2 try after the unlock).
+    if (i == 2) {
+      EXPECT_TRUE(sqllock_testing::eventually([&] { return gave_up.load(); }, 5s)) << "thread 2 never gave up";
+      EXPECT_EQ(m.waiting(), 2u) << "thread 2 still queued";
+    } else {
+      EXPECT_TRUE(sqllock_testing::eventually([&] { return m.waiting() == (i < 2 ? i + 1u : 3u); }, 5s))
+          << "thread " << i << " never queued";
+    }
   }
   m.unlock();
   for (auto& t : threads) t.join();
@@ -839,7 +849,13 @@ TEST(Engine, AFailedReentryExtensionAfterTheOuterReleaseStillFreesTheRow) {
 }
 
 TEST(Engine, WaitersOfOneClientAreServedInArrivalOrder) {
-  engine_fixture f;
+  // Each waiter is started once the one before is queued here (the engine logs "waiting for" just
+  // after it queued a waiter): arrival order, whenever the threads get to run (30 ms gaps, as
+  // before, let a thread started late on a loaded machine arrive after the next).
+  std::atomic<int> queued{0};
+  engine_fixture f({.log = [&](sqllock::log_level, std::string_view m) {
+    if (m.starts_with("waiting for 'n'")) ++queued;
+  }});
   auto holder = std::make_unique<engine_fixture>();
   holder->db = f.db;  // same database, another client
   auto hb = std::make_unique<d::fake_backend>(f.db);
@@ -859,7 +875,7 @@ TEST(Engine, WaitersOfOneClientAreServedInArrivalOrder) {
       std::this_thread::sleep_for(5ms);
       f.engine->release(*g);
     });
-    std::this_thread::sleep_for(30ms);
+    EXPECT_TRUE(sqllock_testing::eventually([&] { return queued.load() == i + 1; }, 5s)) << "waiter " << i << " never queued";
   }
   other->release(*held);
   for (auto& t : threads) t.join();

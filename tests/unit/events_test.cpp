@@ -244,12 +244,14 @@ TEST(Events, ALeasesNoticesComeInTheOrderDecidedAndNoneAfterItsLoss) {
   });
   admin = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(f.db), sqllock::client_options{});
   f.fake->fail(d::fake_op::renew, 1000);  // renewals fail (and are retried) until the hook heals them
-  sqllock::lease_options o{.ttl = 1200ms};
+  // A 3 s TTL: at risk at 2 s; the healed watchdog's next try (tries 300 ms apart) comes about
+  // 500 ms before the loss point (2820 ms) on a loaded machine too (1200 ms left about 200 ms).
+  sqllock::lease_options o{.ttl = 3000ms};
   o.on_at_risk = [&](const std::string&, std::int64_t) { seen.tell("on_at_risk"); };
   o.on_lost = [&](const std::string&, std::int64_t) { seen.tell("on_lost"); };
   auto g = f.engine->acquire("job", o, 0ms, {}, true);
   acq = g->acq.get();
-  ASSERT_TRUE(poll_until([&] { return seen.get().size() >= 4; }, 2500ms)) << seen.text();
+  ASSERT_TRUE(poll_until([&] { return seen.get().size() >= 4; }, 6000ms)) << seen.text();
   std::this_thread::sleep_for(100ms);  // anything late would come now
   EXPECT_EQ(seen.get(), (std::vector<std::string>{"acquired", "at_risk", "lost", "on_lost"})) << seen.text();
   EXPECT_NE(f.rec.first(event_kind::lost).reason.find("owner check failed on renewal"), std::string::npos)
@@ -272,11 +274,13 @@ TEST(Events, ALeasesLossIsToldWhileAnotherLeasesHookRunsAndNothingOfItAfter) {
     EXPECT_TRUE(poll_until([&] { return !b_seen.get().empty() && b_seen.get().back() == "lost"; }, 2000ms))
         << "b's loss was not told while a's hook ran: " << b_seen.text();
   });
-  auto a = f.engine->acquire("a", {.ttl = 1500ms}, 0ms, {}, true);
-  auto b = f.engine->acquire("b", {.ttl = 1500ms, .max_hold = 700ms}, 0ms, {}, true);
+  // The batch is due at a third of the TTL (1 s), 400 ms before b's max_hold (1400 ms): room for
+  // a late watchdog on a loaded machine (1500/700 ms left 200 ms).
+  auto a = f.engine->acquire("a", {.ttl = 3000ms}, 0ms, {}, true);
+  auto b = f.engine->acquire("b", {.ttl = 3000ms, .max_hold = 1400ms}, 0ms, {}, true);
   b_acq = b->acq.get();
-  ASSERT_TRUE(poll_until([&] { return b->acq->lost.load(); }, 2500ms));
-  ASSERT_TRUE(poll_until([&] { return !a_seen.get().empty() && a_seen.get().back() == "renewed"; }, 2500ms));
+  ASSERT_TRUE(poll_until([&] { return b->acq->lost.load(); }, 5000ms));
+  ASSERT_TRUE(poll_until([&] { return !a_seen.get().empty() && a_seen.get().back() == "renewed"; }, 5000ms));
   // The deadline thread tells b's loss after it set the flag: wait for the telling, then for
   // anything that would (wrongly) come after it.
   poll_until([&] { return std::ranges::count(b_seen.get(), std::string("lost")) > 0; }, 2000ms);

@@ -146,10 +146,11 @@ class signal_handlers {
   signal_handlers(const signal_handlers&) = delete;
   signal_handlers& operator=(const signal_handlers&) = delete;
 
-  /// Once CMD runs: Ctrl-Z (SIGTSTP) that reaches sqllock wakes the waiting loop instead of stopping
-  /// sqllock alone, which passes it on to CMD (see the loop). Only while sqllock's group has the
-  /// terminal does it get one: after `fg` of a job that `bg` left running, until CMD touches the
-  /// terminal. (Before CMD runs, Ctrl-Z stops sqllock as it would any command.)
+  /// Once CMD runs: a SIGTSTP to sqllock wakes the waiting loop instead of stopping sqllock alone,
+  /// and the loop passes it on to CMD (see there). A Ctrl-Z reaches sqllock while its group has the
+  /// terminal (after `fg` of a job that `bg` left running, until CMD touches the terminal); `kill
+  /// -TSTP` from elsewhere at any time. (Before CMD runs, Ctrl-Z stops sqllock as it would any
+  /// command; ignored when sqllock started, it stays ignored.)
   void catch_terminal_stop() { install(SIGTSTP, 0); }
 
  private:
@@ -209,14 +210,19 @@ void set_terminal_foreground(pid_t pgid) {
 /// (SIGTSTP, see catch_terminal_stop) and although it may be blocked (SIGTTOU is, in every thread,
 /// at a terminal): unblocked in this thread alone, it is delivered to this thread before kill()
 /// returns, which stops the process; the handler and the mask are back once it is continued. In an
-/// orphaned process group the kernel discards the signal and this returns at once. (With SIGTTOU
-/// blocked, a CMD stopped by it in the background, `stty tostop`, used to be continued at once,
-/// over and over, and the job never showed as stopped.)
+/// orphaned process group the kernel discards the signal and this returns at once; a signal that
+/// is ignored (inherited SIG_IGN) stops nothing, as before. (With SIGTTOU blocked, a CMD stopped
+/// by it in the background, `stty tostop`, used to be continued at once, over and over, and the
+/// job never showed as stopped.)
 void stop_self(int stop_signal) {
   struct sigaction dfl {}, old {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   ::sigaction(stop_signal, &dfl, &old);
+  if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) {
+    ::sigaction(stop_signal, &old, nullptr);
+    return;
+  }
   sigset_t just_this, old_mask;
   sigemptyset(&just_this);
   sigaddset(&just_this, stop_signal);
@@ -390,6 +396,7 @@ void release_after_command(held_leases& guard, const wake_pipe& pipe, const std:
         if (failure) std::rethrow_exception(failure);
         return;
       }
+      if (byte == SIGTSTP) stop_self(SIGTSTP);  // a Ctrl-Z now (CMD is gone): sqllock stops, as it would have
       if (is_forwarded(byte)) {
         print_error("interrupted (" + std::string(::strsignal(byte)) + ") while releasing " + shown +
                     " after the command ended; the lock is left to expire at its TTL");
@@ -790,17 +797,22 @@ int run_run(const common_options& common, const run_options& run_flags) {
       }
       pollfd fds[2] = {{pipe.read_fd(), POLLIN, 0}, {child.event_fd(), POLLIN, 0}};
       if (::poll(fds, 2, timeout_ms) <= 0) continue;  // timeout or EINTR
+      bool stop_passed_on = false;  // this pass sent CMD a SIGTSTP (see the stopped event below)
       if (fds[0].revents != 0) {
+        bool stopped_self = false;
         for (unsigned char byte : pipe.wait(0)) {
           if (byte == SIGTSTP) {
             // Ctrl-Z while sqllock's group has the terminal (CMD has not touched it since `fg`):
             // CMD is stopped, and sqllock with it once the supervisor reports the stop (as after
             // a Ctrl-Z that reached CMD); it used to stop sqllock alone and leave CMD running.
-            // With CMD gone (what it left is being stopped), sqllock stops as it would have.
-            if (!status) {
-              child.signal_command(SIGTSTP);
-            } else {
+            // Once CMD is gone, or being stopped (its --grace to end after SIGTERM, which a stop
+            // would cut short), sqllock stops alone, as it would have; once per batch of bytes.
+            if (!status && stopped_for == stop_reason::none) {
+              if (!stop_passed_on) child.signal_command(SIGTSTP);
+              stop_passed_on = true;
+            } else if (!stopped_self) {
               stop_self(SIGTSTP);
+              stopped_self = true;
             }
           }
           if (is_forwarded(byte) && !status) child.signal_command(byte);
@@ -826,7 +838,8 @@ int run_run(const common_options& common, const run_options& run_flags) {
         const supervisor_event event = child.read_event();
         if (event.what == supervisor_event::kind::closed) break;  // the supervisor is done
         if (event.what == supervisor_event::kind::stopped && take_terminal && !status) {
-          if ((event.value == SIGTTIN || event.value == SIGTTOU) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp()) {
+          if ((event.value == SIGTTIN || event.value == SIGTTOU) && ::tcgetpgrp(STDIN_FILENO) == ::getpgrp() &&
+              !stop_passed_on) {
             // CMD touched the terminal while sqllock's group has it: `fg` of a job that Ctrl-Z and
             // `bg` left running (bash gives the terminal to the job's group, sqllock's, and sends
             // no SIGCONT to a running job, so sqllock learns of it only now). The job is in the
@@ -834,7 +847,10 @@ int run_run(const common_options& common, const run_options& run_flags) {
             // its lease is past the point where CMD must be gone: it then gets SIGKILL only).
             set_terminal_foreground(cmd);
             if (steady::now() < std::min(kill_at, kill_by)) child.signal_command(SIGCONT);
-          } else if (suspend_with(event.value, cmd)) {
+          } else if (suspend_with(stop_passed_on ? SIGTSTP : event.value, cmd)) {
+            // (A Ctrl-Z passed on in this same pass to a CMD the terminal had just stopped: the
+            // SIGTSTP, pending in a stopped CMD, would be discarded by the SIGCONT above, so the
+            // job is stopped as after a Ctrl-Z instead.)
             resume_pending = true;
             resume_foreground = ::tcgetpgrp(STDIN_FILENO) == ::getpgrp();
           }

@@ -101,12 +101,12 @@ TEST_F(cli, messages_while_the_command_has_the_terminal_do_not_stop_sqllock) {
 /// until CMD (which writes its pid to PID_FILE) has the terminal. Returns CMD's pid, the
 /// leader of its own process group; 0 after a failure it reports.
 pid_t run_cmd_sh_in_foreground(terminal_session& term, const std::string& url, const std::string& cmd_sh,
-                               const std::string& pid_file) {
+                               const std::string& pid_file, const std::string& options = "") {
   if (!term.started() || !term.wait_for("$ ")) {
     ADD_FAILURE() << "the interactive bash did not start: " << term.drained();
     return 0;
   }
-  term.type(in_foreground(" run --url " + url + " --name tty -- bash " + cmd_sh));
+  term.type(in_foreground(" run --url " + url + " --name tty" + options + " -- bash " + cmd_sh));
   if (!wait_for_file(pid_file)) {
     ADD_FAILURE() << "CMD did not start: " << term.drained();
     return 0;
@@ -186,11 +186,11 @@ struct bg_job {
   command_group_killer cleanup;
 };
 
-/// Starts `sqllock run` with CMD `cmd_sh` (which writes its pid to `pid_file`) in `term`'s
-/// foreground, then Ctrl-Z and `bg` (ctrl_z_then_bg).
+/// Starts `sqllock run` (with `options`, e.g. " --ttl 2s") with CMD `cmd_sh` (which writes its pid to
+/// `pid_file`) in `term`'s foreground, then Ctrl-Z and `bg` (ctrl_z_then_bg).
 void start_then_bg(terminal_session& term, const std::string& url, const std::string& cmd_sh,
-                   const std::string& pid_file, bg_job& job) {
-  job.cmd = run_cmd_sh_in_foreground(term, url, cmd_sh, pid_file);
+                   const std::string& pid_file, bg_job& job, const std::string& options = "") {
+  job.cmd = run_cmd_sh_in_foreground(term, url, cmd_sh, pid_file, options);
   ASSERT_GT(job.cmd, 0);
   job.cleanup.leader = job.cmd;
   const pid_t supervisor = state_and_parent(job.cmd).second;
@@ -316,6 +316,27 @@ TEST_F(cli, a_job_continued_with_bg_whose_command_writes_to_the_terminal_with_to
   EXPECT_TRUE(term.wait_for("rc=3.")) << term.screen();
   EXPECT_NE(term.screen().find("written-by-cmd"), std::string::npos) << term.screen();
   EXPECT_EQ(status_json().items.size(), 0u);
+}
+
+TEST_F(cli, ctrl_z_while_the_command_ends_for_a_lost_lease_leaves_it_its_grace) {
+  // After bg + fg (sqllock's group has the terminal), the lease is lost: sqllock sends CMD SIGTERM
+  // and leaves it --grace to end. A Ctrl-Z then stops sqllock alone, as before Ctrl-Z was passed on:
+  // passed on, it froze CMD in the middle of its cleanup, to be killed at the end of the grace.
+  write_file("cmd.sh", "trap 'sleep 0.5; echo cleaned > " + path("cleaned") + "; exit 7' TERM\necho $$ > " +
+                           path("pid") + "\nwhile :; do sleep 0.05; done\n");
+  terminal_session term;
+  bg_job job;
+  ASSERT_NO_FATAL_FAILURE(start_then_bg(term, url_, path("cmd.sh"), path("pid"), job, " --ttl 2s --grace 6s"));
+  ASSERT_NO_FATAL_FAILURE(fg_of_the_running_job(term, job));
+  EXPECT_EQ(sqllock({"release", "--url", url_, "--name", "tty", "--force"}).exit_code, 0);
+  ASSERT_TRUE(term.wait_for("was lost")) << term.drained();  // CMD has its SIGTERM
+  term.type("\x1a");
+  EXPECT_TRUE(wait_for_file(path("cleaned"), 4s))
+      << "CMD was stopped in its cleanup: " << process_report(job.cmd) << term.drained();
+  EXPECT_TRUE(term.wait_for("Stopped")) << "Ctrl-Z did not stop sqllock: " << term.drained();
+  term.type("fg\n");
+  term.type("echo rc=$?.\n");
+  EXPECT_TRUE(term.wait_for("rc=76.")) << "the lost lease's exit code: " << term.screen();
 }
 
 }  // namespace

@@ -824,7 +824,7 @@ TEST(Engine, AFailedReentryExtensionAfterTheOuterReleaseStillFreesTheRow) {
   engine_fixture f({.scope = sqllock::holder_scope::per_client});
   auto outer = f.try_acquire("n", {.ttl = 3s, .auto_renew = false});
   ASSERT_TRUE(outer);
-  f.fake->delay(d::fake_op::renew, 300ms);
+  f.fake->delay(d::fake_op::renew, 1000ms);
   f.fake->fail(d::fake_op::renew, 2);
   std::atomic<bool> threw{false};
   std::thread t([&] {
@@ -834,10 +834,11 @@ TEST(Engine, AFailedReentryExtensionAfterTheOuterReleaseStillFreesTheRow) {
       threw = true;
     }
   });
-  // The re-entry's extension has started (counted as it starts, then held 300 ms): the release
-  // below falls inside it, whenever the thread got to run.
+  // The re-entry's extension has started (counted as it starts, then held 1 s): the release below
+  // falls inside it, whenever the thread got to run.
   EXPECT_TRUE(sqllock_testing::eventually([&] { return f.fake->count(d::fake_op::renew) >= 1; }, 5s));
   f.engine->release(*outer);  // the re-entered hold is still kept: nothing sent
+  EXPECT_EQ(f.fake->count(d::fake_op::release), 0) << "not the interleaving under test: the extension had ended";
   t.join();
   ASSERT_TRUE(threw.load()) << "the extension did not fail";
   f.fake->heal(d::fake_op::renew);

@@ -627,18 +627,19 @@ TEST(Engine, AHangingRenewalIsReportedLostAtTheLocalDeadline) {
   engine_fixture f;
   std::atomic<steady::rep> lost_at{0};
   const auto t0 = steady::now();
-  // A 2 s TTL: its 100 ms loss margin leaves the deadline thread and the notice room to be
-  // scheduled on a loaded machine under TSan (600 ms left 30 ms: told 25 ms late once there).
-  auto g = f.try_acquire("n", {.ttl = 2s, .on_lost = [&](const std::string&, std::int64_t) {
+  // A 4 s TTL: its 240 ms loss margin leaves the deadline thread and the notice room to be
+  // scheduled on a loaded machine under TSan (600 ms left 30 ms: told 25 ms late once there; 2 s
+  // left 120 ms).
+  auto g = f.try_acquire("n", {.ttl = 4s, .on_lost = [&](const std::string&, std::int64_t) {
                                  lost_at = steady::now().time_since_epoch().count();
                                }});
   ASSERT_TRUE(g);
   f.fake->hang(d::fake_op::renew, 100);
-  while (lost_at == 0 && steady::now() - t0 < 5s) std::this_thread::sleep_for(5ms);
+  while (lost_at == 0 && steady::now() - t0 < 8s) std::this_thread::sleep_for(5ms);
   ASSERT_NE(lost_at.load(), 0);
   const auto lost = steady::time_point(steady::duration(lost_at.load()));
   EXPECT_LE(lost, g->acq->valid_until_time());  // before anyone else could take over
-  EXPECT_GE(lost, g->acq->valid_until_time() - d::loss_margin(2s) - 5ms);
+  EXPECT_GE(lost, g->acq->valid_until_time() - d::loss_margin(4s) - 5ms);
   EXPECT_TRUE(g->acq->lost.load());
 }
 

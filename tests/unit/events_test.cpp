@@ -392,7 +392,9 @@ TEST(Events, AFailedStatementIsReportedWithItsBackendAndStatement) {
 TEST(Events, AFailedWatchdogRenewalIsReportedAsAStatementError) {
   events_fixture f;
   f.fake->fail(d::fake_op::renew, 1);
-  auto g = f.engine->acquire("job", {.ttl = 300ms}, 0ms, {}, true);
+  // 1500 ms: the retry (about 650 ms in) comes some 750 ms before the loss point (300 ms left it
+  // about 150 ms on a loaded machine).
+  auto g = f.engine->acquire("job", {.ttl = 1500ms}, 0ms, {}, true);
   ASSERT_TRUE(f.rec.wait_for(event_kind::statement_error, 3s));
   EXPECT_EQ(f.rec.first(event_kind::statement_error).statement, "lease_renew");
   ASSERT_TRUE(f.rec.wait_for(event_kind::renewed, 3s));  // the retry goes through
@@ -447,10 +449,12 @@ TEST(Events, AThrowingHookIsLoggedAndChangesNothing) {
   events_fixture f([](events_fixture&, const sqllock::lease_event& e) {
     throw std::runtime_error("hook bug on " + std::string(sqllock::to_string(e.kind)));
   });
-  auto g = f.engine->acquire("job", {.ttl = 300ms}, 0ms, {}, true);
+  // 1500 ms, renewed every 500 ms: a renewal late by less than about 900 ms loses nothing (300 ms
+  // left about 180 ms). Checked again after 1250 ms: it renewed on after the throwing hooks.
+  auto g = f.engine->acquire("job", {.ttl = 1500ms}, 0ms, {}, true);
   ASSERT_TRUE(g);
   ASSERT_TRUE(f.rec.wait_for(event_kind::renewed, 3s));  // the watchdog survived the acquired hook
-  std::this_thread::sleep_for(250ms);
+  std::this_thread::sleep_for(1250ms);
   EXPECT_FALSE(g->acq->lost.load());
   f.engine->release(*g);
   EXPECT_FALSE(f.engine->inspect("job"));
@@ -468,7 +472,7 @@ TEST(Events, NormalEventsTellAStoryAtDebugLevel) {
     std::this_thread::sleep_for(100ms);
     other->release(*held);
   });
-  auto g = f.engine->acquire("job", {.ttl = 300ms}, 5s, {}, true);
+  auto g = f.engine->acquire("job", {.ttl = 1500ms}, 5s, {}, true);  // renewed at 500 ms, with room
   t.join();
   ASSERT_TRUE(f.rec.wait_for(event_kind::renewed, 3s));
   f.engine->release(*g);

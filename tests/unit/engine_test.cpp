@@ -1172,14 +1172,15 @@ TEST(EngineFair, AWaitersTicketStaysAliveWhileItWaits) {
   auto db = std::make_shared<d::fake_database>();
   auto ea = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
   auto eb = std::make_shared<d::lease_engine>(std::make_unique<d::fake_backend>(db), sqllock::client_options{});
-  auto held = ea->acquire("n", fair_opts(200ms), 0ms, {}, false);
+  auto held = ea->acquire("n", fair_opts(400ms), 0ms, {}, false);
   ASSERT_TRUE(held);
-  EXPECT_THROW(eb->acquire("n", fair_opts(200ms), 700ms, {}, true), sqllock::acquire_timeout);
+  EXPECT_THROW(eb->acquire("n", fair_opts(400ms), 1400ms, {}, true), sqllock::acquire_timeout);
   auto* fake = dynamic_cast<d::fake_backend*>(&eb->db());
   ASSERT_NE(fake, nullptr);
-  // About every ttl/4 (14 polls in 700 ms); at least every ttl/2 even on a loaded machine under
-  // TSan (10 were seen there). Polling only once per TTL (about 4) would let the ticket expire.
-  EXPECT_GE(fake->count(d::fake_op::queue), 700 / 100) << "the ticket was not renewed well within its ttl";
+  // About every ttl/4 (14 polls in 1400 ms); at least every ttl/2 even on a loaded machine under
+  // TSan (10 of 14 were seen there with a 200 ms ticket, whose 50 ms polls lose more to each
+  // wake-up's delay). Polling only once per TTL (about 4) would let the ticket expire.
+  EXPECT_GE(fake->count(d::fake_op::queue), 1400 / 200) << "the ticket was not renewed well within its ttl";
   std::lock_guard lk(db->mu);
   EXPECT_TRUE(db->queue.size() <= 1u);  // only the holder's own (expired) ticket may remain
   for (const auto& [seq, t] : db->queue) EXPECT_EQ(t.owner, held->acq->ref.owner);

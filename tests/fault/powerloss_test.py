@@ -118,6 +118,25 @@ def read_history(paths):
     return acks
 
 
+def acknowledged_after(seen, within_s):
+    """Whether a worker logs an acknowledged acquisition past the offsets `seen` (log -> bytes)
+    within `within_s` seconds; polls every half millisecond, so it returns within a millisecond or
+    two of the log line."""
+    deadline = time.monotonic() + within_s
+    while True:
+        for log, offset in seen.items():
+            try:
+                with open(log, "rb") as f:
+                    f.seek(offset)
+                    if b"\tok\tacquire\t" in f.read():
+                        return True
+            except FileNotFoundError:
+                continue
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.0005)
+
+
 def sqllock_round(o, rnd, seed):
     rng = random.Random(seed)
     base = os.path.realpath(tempfile.mkdtemp(prefix="sqllock-powerloss."))
@@ -140,30 +159,21 @@ def sqllock_round(o, rnd, seed):
             [o.worker, "lock", *common, "--ttl", str(ttl), "--ttl-max", str(ttl * 2), "--wait", "500",
              "--nest-pct", "20", "--log", log, "--index", str(i)],
             env=env, stdout=subprocess.DEVNULL, stderr=open(os.path.join(base, f"lock_{i}.stderr"), "w")))
+    started = time.monotonic()
     run_s = rng.uniform(1.5, o.max_run_s)
     # Half the rounds cut at a random moment; the other half right after the first acquisition
     # acknowledged once run_s has passed (the moment an unsynced commit would be lost), within a
-    # millisecond or two of the worker logging it.
+    # millisecond or two of the worker logging it. Neither cuts before the workers' first
+    # acknowledged acquisition: on a loaded machine the workers can take longer than run_s to
+    # start, and a cut before they write anything tests nothing (and the shim, having seen no sync,
+    # could not be told from one that watches nothing).
     cut = rng.choice(["random", "after_ack"])
-    time.sleep(run_s)
+    if not acknowledged_after({log: 0 for log in logs}, 30):
+        v.append("no_progress: no worker acknowledged an acquisition within 30 s")
+    time.sleep(max(0.0, started + run_s - time.monotonic()))
     if cut == "after_ack":
         seen = {log: os.path.getsize(log) if os.path.exists(log) else 0 for log in logs}
-        deadline = time.monotonic() + 5
-        hit = False
-        while not hit and time.monotonic() < deadline:
-            for log in logs:
-                try:
-                    with open(log, "rb") as f:
-                        f.seek(seen[log])
-                        new = f.read()
-                except FileNotFoundError:
-                    continue
-                if b"\tok\tacquire\t" in new:
-                    hit = True
-                    break
-            if not hit:
-                time.sleep(0.0005)
-        cut = "after_ack" if hit else "after_ack_timeout"
+        cut = "after_ack" if acknowledged_after(seen, 5) else "after_ack_timeout"
     for p in procs:  # the power goes: every process dies at once, mid-whatever
         p.send_signal(signal.SIGKILL)
     for p in procs:

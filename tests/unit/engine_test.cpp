@@ -567,13 +567,16 @@ TEST(Engine, ASingleTryWhoseAnswerIsLostIsReportedAndItsLeaseFreedInTheBackgroun
 // errors=8). The lane wait may take only the first half of the budget: then "not acquired".
 TEST(Engine, ATryWhoseLaneStaysBusyPastHalfItsBudgetIsNotAcquiredAndSendsNothing) {
   engine_fixture f;
-  f.fake->occupy_lane(750ms);
-  f.fake->delay(d::fake_op::acquire, 225ms);  // one round trip: it would end after the 950 ms budget
+  // A 2 s TTL: a 1900 ms budget, half of it 950 ms; the bound below leaves 450 ms for a late
+  // wake-up on a loaded machine. Without the half-budget rule the lane frees at 1500 ms and the
+  // acquire is sent with 400 ms left.
+  f.fake->occupy_lane(1500ms);
+  f.fake->delay(d::fake_op::acquire, 450ms);  // one round trip: it would end after the 1900 ms budget
   const auto start = steady::now();
   std::shared_ptr<d::lease_state> g;
-  EXPECT_NO_THROW(g = f.try_acquire("n", {.ttl = 1s}));
+  EXPECT_NO_THROW(g = f.try_acquire("n", {.ttl = 2s}));
   EXPECT_FALSE(g);
-  EXPECT_LT(steady::now() - start, 700ms);
+  EXPECT_LT(steady::now() - start, 1400ms);
   EXPECT_EQ(f.fake->count(d::fake_op::acquire), 0);
   EXPECT_FALSE(f.engine->inspect("n"));
 }
@@ -953,17 +956,19 @@ TEST(EngineFair, OnlyAFairLeasesReleaseHandsOver) {
 // the connection, for the threads behind it too) and a single try would report connection_lost.
 TEST(EngineFair, APollWhoseLaneStaysBusyPastHalfItsBudgetSendsNothing) {
   engine_fixture f;
-  f.fake->occupy_lane(750ms);
-  f.fake->delay(d::fake_op::queue, 225ms);  // one round trip: it would end after the 950 ms budget
+  // As in the plain test: a 2 s TTL, half its 1900 ms budget is 950 ms, 450 ms left for a late
+  // wake-up; without the rule the poll is sent at 1500 ms with 400 ms left.
+  f.fake->occupy_lane(1500ms);
+  f.fake->delay(d::fake_op::queue, 450ms);  // one round trip: it would end after the 1900 ms budget
   const auto start = steady::now();
   std::shared_ptr<d::lease_state> g;
-  EXPECT_NO_THROW(g = f.try_acquire("n", fair_opts(1s)));
+  EXPECT_NO_THROW(g = f.try_acquire("n", fair_opts(2s)));
   EXPECT_FALSE(g);
-  EXPECT_LT(steady::now() - start, 700ms);
+  EXPECT_LT(steady::now() - start, 1400ms);
   EXPECT_EQ(f.fake->count(d::fake_op::queue), 0);
   EXPECT_FALSE(f.engine->inspect("n"));
   f.fake->heal(d::fake_op::queue);
-  std::this_thread::sleep_for(300ms);  // the lane is free again
+  std::this_thread::sleep_until(start + 1600ms);  // the lane is free again
   EXPECT_TRUE(f.try_acquire("n", fair_opts(1s)));
 }
 

@@ -364,7 +364,7 @@ TEST(WaitQueues, AWakeOfItsNameEndsTheHeadsSleepAndCountsAsAnEvent) {
   EXPECT_GT(t.events(), e0);
   t0 = steady::now();
   t.sleep(stop.get_token(), steady::now() + 5s, e0);  // an event already seen since e0: no sleep
-  EXPECT_LT(steady::now() - t0, 100ms);
+  EXPECT_LT(steady::now() - t0, 2s) << "it slept its 5 s pause";  // 2 s: room for a loaded machine
 }
 
 TEST(WaitQueues, AStopRequestCancelsAWaiterAndItsPlaceIsGone) {

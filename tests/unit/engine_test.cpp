@@ -679,19 +679,21 @@ namespace {
 // The flags are shared with the callback: this object, declared after the fixture, is gone before
 // the fixture's destructor stops the deadline thread, which may still be looking at `go` then.
 struct stalled_deadline_thread {
-  std::shared_ptr<std::atomic<bool>> stalled_flag = std::make_shared<std::atomic<bool>>(false);
+  // Set by the callback once the deadline thread is in it (held up); `stalled` is its value once the
+  // constructor stopped waiting for it.
+  std::shared_ptr<std::atomic<bool>> in_callback = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<std::atomic<bool>> go = std::make_shared<std::atomic<bool>>(false);
   std::shared_ptr<d::lease_state> stall;
   bool stalled = false;
   explicit stalled_deadline_thread(engine_fixture& f) {
     stall = f.try_acquire("stall", {.ttl = 100ms, .auto_renew = false,
-                                    .on_lost = [flag = stalled_flag, go = go](const std::string&, std::int64_t) {
+                                    .on_lost = [flag = in_callback, go = go](const std::string&, std::int64_t) {
                                       *flag = true;
                                       const auto until = steady::now() + 10s;
                                       while (!*go && steady::now() < until) std::this_thread::sleep_for(5ms);
                                     }});
-    while (stall && !*stalled_flag && steady::now() < stall->started + 5s) std::this_thread::sleep_for(5ms);
-    stalled = stalled_flag->load();
+    while (stall && !*in_callback && steady::now() < stall->started + 5s) std::this_thread::sleep_for(5ms);
+    stalled = in_callback->load();
   }
   ~stalled_deadline_thread() { release(); }
   void release() { *go = true; }

@@ -118,10 +118,11 @@ def read_history(paths):
     return acks
 
 
-def acknowledged_after(seen, within_s):
+def acknowledged_after(seen, within_s, procs, poll_s=0.0005):
     """Whether a worker logs an acknowledged acquisition past the offsets `seen` (log -> bytes)
-    within `within_s` seconds; polls every half millisecond, so it returns within a millisecond or
-    two of the log line."""
+    within `within_s` seconds, looking every `poll_s` (half a millisecond: it returns within a
+    millisecond or two of the log line). False at once when every worker in `procs` has exited
+    (they run until killed: all of them died)."""
     deadline = time.monotonic() + within_s
     while True:
         for log, offset in seen.items():
@@ -132,9 +133,9 @@ def acknowledged_after(seen, within_s):
                         return True
             except FileNotFoundError:
                 continue
-        if time.monotonic() >= deadline:
+        if time.monotonic() >= deadline or all(p.poll() is not None for p in procs):
             return False
-        time.sleep(0.0005)
+        time.sleep(poll_s)
 
 
 def sqllock_round(o, rnd, seed):
@@ -168,12 +169,12 @@ def sqllock_round(o, rnd, seed):
     # start, and a cut before they write anything tests nothing (and the shim, having seen no sync,
     # could not be told from one that watches nothing).
     cut = rng.choice(["random", "after_ack"])
-    if not acknowledged_after({log: 0 for log in logs}, 30):
-        v.append("no_progress: no worker acknowledged an acquisition within 30 s")
+    if not acknowledged_after({log: 0 for log in logs}, 30, procs, poll_s=0.005):
+        v.append("no_progress: no worker acknowledged an acquisition within 30 s (or all of them died)")
     time.sleep(max(0.0, started + run_s - time.monotonic()))
     if cut == "after_ack":
         seen = {log: os.path.getsize(log) if os.path.exists(log) else 0 for log in logs}
-        cut = "after_ack" if acknowledged_after(seen, 5) else "after_ack_timeout"
+        cut = "after_ack" if acknowledged_after(seen, 5, procs) else "after_ack_timeout"
     for p in procs:  # the power goes: every process dies at once, mid-whatever
         p.send_signal(signal.SIGKILL)
     for p in procs:

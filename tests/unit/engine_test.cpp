@@ -567,11 +567,11 @@ TEST(Engine, ASingleTryWhoseAnswerIsLostIsReportedAndItsLeaseFreedInTheBackgroun
 // errors=8). The lane wait may take only the first half of the budget: then "not acquired".
 TEST(Engine, ATryWhoseLaneStaysBusyPastHalfItsBudgetIsNotAcquiredAndSendsNothing) {
   engine_fixture f;
-  // A 2 s TTL: a 1900 ms budget, half of it 950 ms; the bound below leaves 450 ms for a late
-  // wake-up on a loaded machine. Without the half-budget rule the lane frees at 1500 ms and the
-  // acquire is sent with 400 ms left.
+  // A 2 s TTL: a 1880 ms budget (the TTL less its 120 ms loss margin), half of it 940 ms; the bound
+  // below leaves 460 ms for a late wake-up on a loaded machine. Without the half-budget rule the
+  // lane frees at 1500 ms and the acquire is sent with 380 ms left.
   f.fake->occupy_lane(1500ms);
-  f.fake->delay(d::fake_op::acquire, 450ms);  // one round trip: it would end after the 1900 ms budget
+  f.fake->delay(d::fake_op::acquire, 450ms);  // one round trip: it would end after the 1880 ms budget
   const auto start = steady::now();
   std::shared_ptr<d::lease_state> g;
   EXPECT_NO_THROW(g = f.try_acquire("n", {.ttl = 2s}));
@@ -958,10 +958,10 @@ TEST(EngineFair, OnlyAFairLeasesReleaseHandsOver) {
 // the connection, for the threads behind it too) and a single try would report connection_lost.
 TEST(EngineFair, APollWhoseLaneStaysBusyPastHalfItsBudgetSendsNothing) {
   engine_fixture f;
-  // As in the plain test: a 2 s TTL, half its 1900 ms budget is 950 ms, 450 ms left for a late
-  // wake-up; without the rule the poll is sent at 1500 ms with 400 ms left.
+  // As in the plain test: a 2 s ticket TTL, half its 1880 ms budget is 940 ms, 460 ms left for a late
+  // wake-up; without the rule the poll is sent at 1500 ms with 380 ms left.
   f.fake->occupy_lane(1500ms);
-  f.fake->delay(d::fake_op::queue, 450ms);  // one round trip: it would end after the 1900 ms budget
+  f.fake->delay(d::fake_op::queue, 450ms);  // one round trip: it would end after the 1880 ms budget
   const auto start = steady::now();
   std::shared_ptr<d::lease_state> g;
   EXPECT_NO_THROW(g = f.try_acquire("n", fair_opts(2s)));

@@ -1116,7 +1116,9 @@ class Driver:
         for c in verify_lines:
             name, token, status = c[1], int(c[2]), c[3]
             if status != "ok":
-                self.v.add("stuck_lock", f"{name}: a fresh process could not acquire it after the run ({status})")
+                diag = "; ".join(getattr(self, "verify_diag", [])[:12])
+                self.v.add("stuck_lock", f"{name}: a fresh process could not acquire it after the run ({status})"
+                                         + (f"; seen then: {diag}" if diag else ""))
             elif name in by_name and token <= max(a["token"] for a in by_name[name]):
                 self.v.add("token_order", f"{name}: acquisition after the run got token {token}, not above "
                                           f"every earlier one")
@@ -1416,8 +1418,11 @@ class Driver:
         finally:
             self.reset_pg_settings()
         self.reset_durability()
-        vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms)
+        admin = dict(admin_url=o.admin_url) if o.admin_url else {}  # to list open transactions on a stuck lock
+        vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms, **admin)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
+        # What verify saw of a name it could not get: its live rows, the open transactions.
+        self.verify_diag = [line[2:].replace("\t", " ") for line in vr.stdout.split("\n") if line.startswith("D\t")]
         if vr.returncode not in (0, 1):
             self.v.add("verify_failed", vr.stderr.strip()[:300])
         with open(os.path.join(self.out, "events.txt"), "w") as f:

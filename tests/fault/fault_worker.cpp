@@ -39,7 +39,7 @@
 //                                                  the name <name>#<slot>, its fenced write goes to the
 //                                                  resource row of that slot; no nesting)
 //   fault_worker inventory --url U --prefix P --strategy atomic|cas|rowlock --index I --log F
-//   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS [--permits N]
+//   fault_worker verify    --url U --prefix P --names N --ttl MS --wait MS [--permits N] [--admin-url U]
 //   fault_worker dump      --url U --prefix P --names N [--permits N]
 //   fault_worker cleanup   --url U --prefix P --names N [--permits N]
 //   fault_worker probe     --url U --prefix P --log F
@@ -414,6 +414,48 @@ int run_cleanup(const args& a) {
   return 0;
 }
 
+// A name verify could not get: every live row of it (its reader-writer rows too), so a stuck lock is
+// explained in the log ("D\t<row>\t<holder>\t<owner>\t<token>\t<ms left>"), or none is live and
+// something else (a row lock of a transaction that outlived its client) held the acquire up.
+void print_stuck_rows(sqllock::client& c, const std::string& name, const std::string& dialect,
+                      const std::string& admin_url) {
+  try {
+    int n = 0;
+    for (const auto& r : c.list_locks()) {
+      if (sqllock::decode_row_name(r.name).name != name) continue;
+      ++n;
+      std::cout << "D\t" << r.name.substr(0, r.name.find_last_not_of('.') + 1) << '\t' << r.holder << '\t'
+                << r.owner << '\t' << r.fencing_token << '\t' << r.time_left.count() << '\n';
+    }
+    if (n == 0) std::cout << "D\t" << name << "\tno live row\n";
+    // The open transactions of other sessions: one that outlived its client holds row locks.
+    const char* q = dialect == "mysql"
+                        ? "SELECT trx_mysql_thread_id, trx_state, TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)) DIV "
+                          "1000, trx_rows_locked, COALESCE(trx_query, '') FROM information_schema.innodb_trx"
+                    : dialect == "postgresql"
+                        ? "SELECT pid, state, (EXTRACT(EPOCH FROM clock_timestamp() - xact_start) * 1000)::bigint, "
+                          "wait_event_type, COALESCE(query, '') FROM pg_stat_activity WHERE xact_start IS NOT NULL "
+                          "AND pid <> pg_backend_pid()"
+                        : nullptr;
+    if (q) {  // with the admin URL where given (MariaDB shows other sessions' transactions to PROCESS)
+      auto admin = admin_url.empty() ? std::nullopt : connect_retry(admin_url, nullptr, false);
+      auto tx = (admin ? *admin : c).begin();
+      for (const auto& r : tx.query(q)) {
+        std::cout << "D\ttransaction";
+        for (std::size_t i = 0; i < 5; ++i) {
+          auto v = col(r, i).substr(0, 160);
+          std::replace(v.begin(), v.end(), '\n', ' ');  // one line per transaction
+          std::cout << '\t' << v;
+        }
+        std::cout << '\n';
+      }
+      tx.commit();
+    }
+  } catch (const std::exception& e) {
+    std::cout << "D\t" << name << "\tlist_locks: " << error_kind(e) << ": " << e.what() << '\n';
+  }
+}
+
 // After the run: a fresh process must get every name within ttl + wait (no stuck lock).
 int run_verify(const args& a) {
   auto c = connect_retry(a.get("url"), nullptr);
@@ -473,7 +515,10 @@ int run_verify(const args& a) {
     }
     std::cout << "V\t" << name << '\t' << (g ? g->fencing_token() : 0) << '\t' << (g ? "ok" : "stuck") << '\t'
               << (now_us() - t0) / 1000 << '\n';
-    if (!g) ++bad;
+    if (!g) {
+      ++bad;
+      print_stuck_rows(*tc, without_table(logged), dialect_of(a.get("url")), a.get("admin-url"));
+    }
     if (g) g->release();
   }
   return bad == 0 ? 0 : 1;

@@ -6,13 +6,15 @@
 -- "freed by this statement"); but a lease acquired less than min_hold ago is kept until
 -- acquired_at + min_hold (ShedLock's lockAtLeastFor). Assignments run left to right on
 -- already-assigned values: expires_at first (reads the old row), then hold_count, holder_id and
--- owner, each seeing the ones before. A missing row is inserted free (nothing is released). A freed
--- row also releases the wake-up lock, waking waiters in other processes.
+-- owner, each seeing the ones before. A missing row is inserted free (nothing is released), with an
+-- expiry in the past, never NULL: a NULL expiry is neither live nor expired in SQL, and an acquire
+-- of such a row once kept the NULL (a lease that never expired; part_acquire_conflict.sql). A
+-- freed row also releases the wake-up lock, waking waiters in other processes.
 -- Parameters: name, token (insert); owner, token, token, min_us, min_us (expires_at); owner, token,
 -- token (hold_count); owner, token, token (holder_id); owner, token, token (owner); then owner,
 -- token, token (kept), token (freed), release_wake_lock (0/1), wake key (returning).
 INSERT INTO {{locks}} (name, holder_id, owner, token, hold_count, acquired_at, expires_at)
-VALUES (?, NULL, NULL, ?, 0, NULL, NULL)
+VALUES (?, NULL, NULL, ?, 0, NULL, '1970-01-01 00:00:00')
 ON DUPLICATE KEY UPDATE
   expires_at = IF(owner <=> ? AND (? = 0 OR token = ?) AND holder_id IS NOT NULL,
                   IF(acquired_at + INTERVAL ? MICROSECOND > UTC_TIMESTAMP(6),

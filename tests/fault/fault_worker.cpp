@@ -417,8 +417,8 @@ int run_cleanup(const args& a) {
 // A name verify could not get: every live row of it (its reader-writer rows too), so a stuck lock is
 // explained in the log ("D\t<row>\t<holder>\t<owner>\t<token>\t<ms left>"), or none is live and
 // something else (a row lock of a transaction that outlived its client) held the acquire up.
-void print_stuck_rows(sqllock::client& c, const std::string& name, const std::string& dialect,
-                      const std::string& admin_url) {
+void print_stuck_rows(sqllock::client& c, const std::string& name, const std::string& table,
+                      const std::string& dialect, const std::string& admin_url) {
   try {
     int n = 0;
     for (const auto& r : c.list_locks()) {
@@ -428,6 +428,19 @@ void print_stuck_rows(sqllock::client& c, const std::string& name, const std::st
                 << r.owner << '\t' << r.fencing_token << '\t' << r.time_left.count() << '\n';
     }
     if (n == 0) std::cout << "D\t" << name << "\tno live row\n";
+    // Every held row of the name, live or not, with its raw expiry (a row that is held but neither
+    // live nor expired, as a NULL expiry was on MariaDB, shows only here).
+    {
+      auto tx = c.begin();
+      for (const auto& r : tx.query("SELECT name, holder_id, token, expires_at FROM " + table +
+                                        " WHERE holder_id IS NOT NULL AND (name = ? OR name LIKE ?)",
+                                    {name, "sqllock.rwlock.%." + name + ".%"})) {
+        const auto row = col(r, 0);
+        std::cout << "D\theld\t" << row.substr(0, row.find_last_not_of('.') + 1) << '\t' << col(r, 1) << '\t'
+                  << col(r, 2) << "\texpires " << col(r, 3) << '\n';
+      }
+      tx.commit();
+    }
     // The open transactions of other sessions: one that outlived its client holds row locks.
     const char* q = dialect == "mysql"
                         ? "SELECT trx_mysql_thread_id, trx_state, TIMESTAMPDIFF(MICROSECOND, trx_started, NOW(6)) DIV "
@@ -517,7 +530,8 @@ int run_verify(const args& a) {
               << (now_us() - t0) / 1000 << '\n';
     if (!g) {
       ++bad;
-      print_stuck_rows(*tc, without_table(logged), dialect_of(a.get("url")), a.get("admin-url"));
+      print_stuck_rows(*tc, without_table(logged), lock_table_name(a.get("prefix"), k), dialect_of(a.get("url")),
+                       a.get("admin-url"));
     }
     if (g) g->release();
   }

@@ -1116,7 +1116,7 @@ class Driver:
         for c in verify_lines:
             name, token, status = c[1], int(c[2]), c[3]
             if status != "ok":
-                diag = "; ".join(getattr(self, "verify_diag", [])[:12])
+                diag = "; ".join([d[1] for d in getattr(self, "verify_diag", []) if d[0] == name][:12])
                 self.v.add("stuck_lock", f"{name}: a fresh process could not acquire it after the run ({status})"
                                          + (f"; seen then: {diag}" if diag else ""))
             elif name in by_name and token <= max(a["token"] for a in by_name[name]):
@@ -1422,7 +1422,9 @@ class Driver:
         vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms, **admin)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
         # What verify saw of a name it could not get: its live rows, the open transactions.
-        self.verify_diag = [line[2:].replace("\t", " ") for line in vr.stdout.split("\n") if line.startswith("D\t")]
+        self.verify_diag = [tuple(line[2:].split("\t", 1)) for line in vr.stdout.split("\n")
+                            if line.startswith("D\t") and line.count("\t") >= 2]
+        self.verify_diag = [(n, rest.replace("\t", " ")) for n, rest in self.verify_diag]
         if vr.returncode not in (0, 1):
             self.v.add("verify_failed", vr.stderr.strip()[:300])
         with open(os.path.join(self.out, "events.txt"), "w") as f:

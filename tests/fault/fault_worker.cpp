@@ -415,19 +415,20 @@ int run_cleanup(const args& a) {
 }
 
 // A name verify could not get: every live row of it (its reader-writer rows too), so a stuck lock is
-// explained in the log ("D\t<row>\t<holder>\t<owner>\t<token>\t<ms left>"), or none is live and
+// explained in the log ("D\t<logged name>\t<row>\t<holder>\t<owner>\t<token>\t<ms left>", then its
+// held rows and the server's open transactions), or none is live and
 // something else (a row lock of a transaction that outlived its client) held the acquire up.
-void print_stuck_rows(sqllock::client& c, const std::string& name, const std::string& table,
-                      const std::string& dialect, const std::string& admin_url) {
+void print_stuck_rows(sqllock::client& c, const std::string& logged, const std::string& name,
+                      const std::string& table, const std::string& dialect, const std::string& admin_url) {
   try {
     int n = 0;
     for (const auto& r : c.list_locks()) {
       if (sqllock::decode_row_name(r.name).name != name) continue;
       ++n;
-      std::cout << "D\t" << r.name.substr(0, r.name.find_last_not_of('.') + 1) << '\t' << r.holder << '\t'
+      std::cout << "D\t" << logged << '\t' << r.name.substr(0, r.name.find_last_not_of('.') + 1) << '\t' << r.holder << '\t'
                 << r.owner << '\t' << r.fencing_token << '\t' << r.time_left.count() << '\n';
     }
-    if (n == 0) std::cout << "D\t" << name << "\tno live row\n";
+    if (n == 0) std::cout << "D\t" << logged << '\t' << name << "\tno live row\n";
     // Every held row of the name, live or not, with its raw expiry (a row that is held but neither
     // live nor expired, as a NULL expiry was on MariaDB, shows only here).
     {
@@ -436,7 +437,7 @@ void print_stuck_rows(sqllock::client& c, const std::string& name, const std::st
                                         " WHERE holder_id IS NOT NULL AND (name = ? OR name LIKE ?)",
                                     {name, "sqllock.rwlock.%." + name + ".%"})) {
         const auto row = col(r, 0);
-        std::cout << "D\theld\t" << row.substr(0, row.find_last_not_of('.') + 1) << '\t' << col(r, 1) << '\t'
+        std::cout << "D\t" << logged << "\theld\t" << row.substr(0, row.find_last_not_of('.') + 1) << '\t' << col(r, 1) << '\t'
                   << col(r, 2) << "\texpires " << col(r, 3) << '\n';
       }
       tx.commit();
@@ -451,10 +452,12 @@ void print_stuck_rows(sqllock::client& c, const std::string& name, const std::st
                           "AND pid <> pg_backend_pid()"
                         : nullptr;
     if (q) {  // with the admin URL where given (MariaDB shows other sessions' transactions to PROCESS)
-      auto admin = admin_url.empty() ? std::nullopt : connect_retry(admin_url, nullptr, false);
+      // One try (no retries: an unreachable admin URL must not hold verify up).
+      std::optional<sqllock::client> admin;
+      if (!admin_url.empty()) admin = sqllock::connect(admin_url);
       auto tx = (admin ? *admin : c).begin();
       for (const auto& r : tx.query(q)) {
-        std::cout << "D\ttransaction";
+        std::cout << "D\t" << logged << "\ttransaction";
         for (std::size_t i = 0; i < 5; ++i) {
           auto v = col(r, i).substr(0, 160);
           std::replace(v.begin(), v.end(), '\n', ' ');  // one line per transaction
@@ -465,7 +468,7 @@ void print_stuck_rows(sqllock::client& c, const std::string& name, const std::st
       tx.commit();
     }
   } catch (const std::exception& e) {
-    std::cout << "D\t" << name << "\tlist_locks: " << error_kind(e) << ": " << e.what() << '\n';
+    std::cout << "D\t" << logged << '\t' << name << "\tlist_locks: " << error_kind(e) << ": " << e.what() << '\n';
   }
 }
 
@@ -530,7 +533,7 @@ int run_verify(const args& a) {
               << (now_us() - t0) / 1000 << '\n';
     if (!g) {
       ++bad;
-      print_stuck_rows(*tc, without_table(logged), lock_table_name(a.get("prefix"), k), dialect_of(a.get("url")),
+      print_stuck_rows(*tc, logged, without_table(logged), lock_table_name(a.get("prefix"), k), dialect_of(a.get("url")),
                        a.get("admin-url"));
     }
     if (g) g->release();

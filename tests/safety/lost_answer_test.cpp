@@ -462,14 +462,20 @@ TEST(LostAnswer, TheCleanUpOfAnAcquireThatNeverArrivedLeavesARowTheNextLeaseExpi
       EXPECT_THROW(kind.acquire(a, name, 0ms, {.ttl = 1500ms}), sqllock::connection_lost);
       ASSERT_EQ(rows_named_like(b, name), 0) << "the acquire reached the server";
       // 2. The network is back: the client sends the release it kept for that acquire.
-      proxy->cut_silenced();
       proxy->pass();
+      proxy->cut_silenced();  // after pass(): no connection opened in between stays silent
       // MariaDB's release inserts the row it does not find (free): seen, so the next steps start
       // from the row that clean-up leaves. (PostgreSQL's release is an UPDATE: no row to wait for.)
       if (hooks().name == "mysql") {
         const auto start = clock::now();
         while (rows_named_like(b, name) == 0 && ms_since(start) < 10000) std::this_thread::sleep_for(20ms);
         ASSERT_GT(rows_named_like(b, name), 0) << "the release of the lost acquire was never sent";
+        // The row it inserted has an expiry (no fence row exists yet: these are the lease's rows).
+        auto tx = b.begin();
+        auto nulls = tx.query("SELECT COUNT(*) FROM sqllock_locks WHERE (name = ? OR name LIKE ?) AND expires_at IS NULL",
+                              {name, "sqllock.rwlock.%." + name + ".%"});
+        tx.commit();
+        EXPECT_EQ(std::stoll(*nulls.at(0)[0]), 0) << "the release inserted a row without an expiry";
       }
     }
     // 3. A holder of the name, on a client whose release will not arrive either.

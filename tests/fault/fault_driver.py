@@ -1421,7 +1421,7 @@ class Driver:
         admin = dict(admin_url=o.admin_url) if o.admin_url else {}  # to list open transactions on a stuck lock
         vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms, **admin)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
-        # What verify saw of a name it could not get: its live rows, the open transactions.
+        # What verify saw of a name it could not get: its held rows, the open transactions.
         self.verify_diag = [tuple(line[2:].split("\t", 1)) for line in vr.stdout.split("\n")
                             if line.startswith("D\t") and line.count("\t") >= 2]
         self.verify_diag = [(n, rest.replace("\t", " ")) for n, rest in self.verify_diag]

@@ -414,24 +414,15 @@ int run_cleanup(const args& a) {
   return 0;
 }
 
-// A name verify could not get: every live row of it (its reader-writer rows too), so a stuck lock is
-// explained in the log ("D\t<logged name>\t<row>\t<holder>\t<owner>\t<token>\t<ms left>", then its
-// held rows and the server's open transactions), or none is live and
-// something else (a row lock of a transaction that outlived its client) held the acquire up.
+// A name verify could not get: every held row of it (its reader-writer rows too), live or not, with
+// its raw expiry ("D\t<logged name>\theld\t<row>\t<holder>\t<token>\texpires <time>"; a row held
+// but neither live nor expired, as a NULL expiry was on MariaDB, shows too), then the server's open
+// transactions: when no row is held, a transaction that outlived its client may hold a row lock.
 void print_stuck_rows(sqllock::client& c, const std::string& logged, const std::string& name,
                       const std::string& table, const std::string& dialect, const std::string& admin_url) {
   try {
-    int n = 0;
-    for (const auto& r : c.list_locks()) {
-      if (sqllock::decode_row_name(r.name).name != name) continue;
-      ++n;
-      std::cout << "D\t" << logged << '\t' << r.name.substr(0, r.name.find_last_not_of('.') + 1) << '\t' << r.holder << '\t'
-                << r.owner << '\t' << r.fencing_token << '\t' << r.time_left.count() << '\n';
-    }
-    if (n == 0) std::cout << "D\t" << logged << '\t' << name << "\tno live row\n";
-    // Every held row of the name, live or not, with its raw expiry (a row that is held but neither
-    // live nor expired, as a NULL expiry was on MariaDB, shows only here).
     {
+      int n = 0;
       auto tx = c.begin();
       for (const auto& r : tx.query("SELECT name, holder_id, token, expires_at FROM " + table +
                                         " WHERE holder_id IS NOT NULL AND (name = ? OR name LIKE ?)",
@@ -439,8 +430,10 @@ void print_stuck_rows(sqllock::client& c, const std::string& logged, const std::
         const auto row = col(r, 0);
         std::cout << "D\t" << logged << "\theld\t" << row.substr(0, row.find_last_not_of('.') + 1) << '\t' << col(r, 1) << '\t'
                   << col(r, 2) << "\texpires " << col(r, 3) << '\n';
+        ++n;
       }
       tx.commit();
+      if (n == 0) std::cout << "D\t" << logged << "\tno held row\n";
     }
     // The open transactions of other sessions: one that outlived its client holds row locks.
     const char* q = dialect == "mysql"
@@ -468,7 +461,7 @@ void print_stuck_rows(sqllock::client& c, const std::string& logged, const std::
       tx.commit();
     }
   } catch (const std::exception& e) {
-    std::cout << "D\t" << logged << '\t' << name << "\tlist_locks: " << error_kind(e) << ": " << e.what() << '\n';
+    std::cout << "D\t" << logged << "\tdiagnostics failed: " << error_kind(e) << ": " << e.what() << '\n';
   }
 }
 

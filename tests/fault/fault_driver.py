@@ -1422,9 +1422,8 @@ class Driver:
         vr = self.run_worker("verify", check=False, ttl=self.ttl_top * 3, wait=o.wait_ms, **admin)
         verify_lines = [line.split("\t") for line in vr.stdout.split("\n") if line.startswith("V\t")]
         # What verify saw of a name it could not get: its held rows, the open transactions.
-        self.verify_diag = [tuple(line[2:].split("\t", 1)) for line in vr.stdout.split("\n")
-                            if line.startswith("D\t") and line.count("\t") >= 2]
-        self.verify_diag = [(n, rest.replace("\t", " ")) for n, rest in self.verify_diag]
+        self.verify_diag = [(f[1], " ".join(f[2:])) for f in (line.split("\t") for line in vr.stdout.split("\n"))
+                            if f[0] == "D" and len(f) >= 3]
         if vr.returncode not in (0, 1):
             self.v.add("verify_failed", vr.stderr.strip()[:300])
         with open(os.path.join(self.out, "events.txt"), "w") as f:

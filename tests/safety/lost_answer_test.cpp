@@ -423,6 +423,7 @@ TEST(LostAnswer, ACommitWhoseAnswerIsLostIsNeverRunAgain) {
 namespace {
 struct lease_kind {
   const char* what;
+  bool rw;  ///< the write lock of a reader-writer lease (else a plain lock)
   std::function<std::optional<sqllock::lease_guard>(sqllock::client&, const std::string&,
                                                     std::chrono::milliseconds, const sqllock::lease_options&)>
       acquire;
@@ -439,36 +440,46 @@ std::int64_t rows_named_like(sqllock::client& c, const std::string& name, const 
   tx.commit();
   return std::stoll(*rows.at(0)[0]);
 }
+
+
+// The two kinds of lease both tests take: a plain lock and a write lock.
+const lease_kind kinds[] = {
+    {"lock", false,
+     [](sqllock::client& c, const std::string& n, std::chrono::milliseconds w, const sqllock::lease_options& o) {
+       return c.try_acquire_for(n, w, o);
+     }},
+    {"write lock", true,
+     [](sqllock::client& c, const std::string& n, std::chrono::milliseconds w, const sqllock::lease_options& o) {
+       return c.try_acquire_write_for(n, w, o);
+     }},
+};
+
+// What another client sees of the lease of `name`.
+std::optional<sqllock::lock_info> inspect_kind(sqllock::client& c, const lease_kind& kind, const std::string& name) {
+  return kind.rw ? c.inspect_read_write(name) : c.inspect(name);
+}
 }  // namespace
 
 TEST(LostAnswer, TheCleanUpOfAnAcquireThatNeverArrivedLeavesARowTheNextLeaseExpiresFrom) {
-  const lease_kind kinds[] = {
-      {"lock",
-       [](sqllock::client& c, const std::string& n, std::chrono::milliseconds w, const sqllock::lease_options& o) {
-         return c.try_acquire_for(n, w, o);
-       }},
-      {"write lock",
-       [](sqllock::client& c, const std::string& n, std::chrono::milliseconds w, const sqllock::lease_options& o) {
-         return c.try_acquire_write_for(n, w, o);
-       }},
-  };
   for (const auto& kind : kinds) {
     SCOPED_TRACE(kind.what);
     const auto name = unique_name("never_arrived");
     auto b = make_client();
+    rows_named_like(b, name);  // b's connection is open before the partition (no connect slot wait)
     {
       // 1. The first acquire of the name is cut off before it reaches the server.
       auto proxy = make_proxy();
       auto a = sqllock::connect(proxy->wrap_url(hooks().url), {.notifications = false});
       a.inspect("warm_up_" + name);  // the connection is open before the partition
       proxy->blackhole();
-      // A bounded wait: its statements end at its 300 ms deadline. The 10 s TTL is how long the
+      // A bounded wait: its statements are cut at its deadline (300 ms, plus the 250 ms wait grace),
+      // and the engine counts the acquire as possibly taken. The 10 s TTL is how long the
       // client keeps trying to send the clean-up release (the lease it may have taken lasts that
       // long): with a short one, the release could be given up before the network came back.
       try {
         EXPECT_FALSE(kind.acquire(a, name, 300ms, {.ttl = 10s}));
       } catch (const sqllock::connection_lost&) {
-        // Reported as lost instead: the same state.
+        // Reported as lost instead (a cut before the deadline): the same state.
       }
       ASSERT_EQ(rows_named_like(b, name), 0) << "the acquire reached the server";
       // 2. The network is back: the client sends the release it kept for that acquire.
@@ -490,11 +501,11 @@ TEST(LostAnswer, TheCleanUpOfAnAcquireThatNeverArrivedLeavesARowTheNextLeaseExpi
     std::optional<sqllock::client> c = sqllock::connect(proxy2->wrap_url(hooks().url), {.notifications = false});
     auto held = kind.acquire(*c, name, 5000ms, {.ttl = 1500ms});
     ASSERT_TRUE(held);
-    if (std::string(kind.what) == "write lock") {
+    if (kind.rw) {
       // A live writer keeps readers out.
       EXPECT_FALSE(b.try_acquire_read_for(name, 300ms)) << "a reader got in beside the writer";
     }
-    auto info = std::string(kind.what) == "lock" ? b.inspect(name) : b.inspect_read_write(name);
+    auto info = inspect_kind(b, kind, name);
     ASSERT_TRUE(info) << "the holder's lease reads as not held";
     EXPECT_GT(info->time_left.count(), 0);
     // Its watchdog renews it like any lease (the first renewal is due at a third of the TTL).
@@ -518,14 +529,14 @@ TEST(LostAnswer, TheCleanUpOfAnAcquireThatNeverArrivedLeavesARowTheNextLeaseExpi
 TEST(LostAnswer, ALeaseOnAFreeRowWithoutExpiryExpiresLikeAnyOther) {
   auto a = make_client();
   auto b = make_client();
-  for (const bool rw : {false, true}) {
-    SCOPED_TRACE(rw ? "write lock" : "lock");
+  for (const auto& kind : kinds) {
+    SCOPED_TRACE(kind.what);
     const auto name = unique_name("null_expiry");
     // The row as MariaDB's release inserted it: free, token 0, no acquired_at, no expiry. (For the
     // write lock: its writer row, found by its derived name.)
     {
       std::string row = name;
-      if (rw) {
+      if (kind.rw) {
         auto g = a.acquire_write_for(name, 5s, {.ttl = 1500ms});  // creates the rows; then freed
         g.release();
         auto tx = b.begin();
@@ -537,22 +548,19 @@ TEST(LostAnswer, ALeaseOnAFreeRowWithoutExpiryExpiresLikeAnyOther) {
       tx.execute("DELETE FROM sqllock_locks WHERE name = ?", {row});
       tx.execute("INSERT INTO sqllock_locks (name, holder_id, owner, token, hold_count, acquired_at, expires_at) "
                  "VALUES (?, NULL, NULL, ?, 0, NULL, NULL)",
-                 {row, std::int64_t{rw ? 1 : 0}});
+                 {row, std::int64_t{kind.rw ? 1 : 0}});
       tx.commit();
     }
-    std::optional<sqllock::lease_guard> held =
-        rw ? a.try_acquire_write_for(name, 5000ms, {.ttl = 1500ms, .auto_renew = false})
-           : a.try_acquire_for(name, 5000ms, {.ttl = 1500ms, .auto_renew = false});
+    auto held = kind.acquire(a, name, 5000ms, {.ttl = 1500ms, .auto_renew = false});
     ASSERT_TRUE(held);
-    auto info = rw ? b.inspect_read_write(name) : b.inspect(name);
+    auto info = inspect_kind(b, kind, name);
     ASSERT_TRUE(info) << "the lease reads as not held";
     EXPECT_GT(info->time_left.count(), 0);
     EXPECT_LE(info->time_left.count(), 1500);
-    if (rw) EXPECT_FALSE(b.try_acquire_read_for(name, 200ms)) << "a reader got in beside the writer";
+    if (kind.rw) EXPECT_FALSE(b.try_acquire_read_for(name, 200ms)) << "a reader got in beside the writer";
     // Held on, not renewed: another client gets it once its TTL is over.
     const auto t0 = clock::now();
-    auto next = rw ? b.try_acquire_write_for(name, 6000ms, {.ttl = 1500ms})
-                   : b.try_acquire_for(name, 6000ms, {.ttl = 1500ms});
+    auto next = kind.acquire(b, name, 6000ms, {.ttl = 1500ms});
     EXPECT_TRUE(next) << "the lease never expired";
     EXPECT_LT(ms_since(t0), 3000);
   }
